@@ -1,0 +1,1 @@
+"""Compile -> verify -> fix agent loop. Not built yet (issue: agent)."""

@@ -1,0 +1,1 @@
+"""Language server (pygls). The only package that imports pygls/lsprotocol. Not built yet (issue: language server)."""

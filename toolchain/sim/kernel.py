@@ -1,0 +1,264 @@
+"""Kernel objects and launches: ``@nki.jit``, ``kernel[grid](...)``, inputs in, outputs out.
+
+A launch converts NumPy (or torch) arguments into HBM tensors, runs every SPMD instance serially in
+one ``Simulation`` (so ``shared_hbm`` outputs are shared as on hardware), checks that returned
+outputs were written, and converts results back to NumPy in their real dtypes. Python exceptions
+raised by kernel code become ``sim_python_exception`` errors at the deepest kernel frame.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import inspect
+import itertools
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from .. import dtypes
+from ..errors import NkiError, Related
+from ..location import caller_location, traceback_location
+from ..targets import Target
+from . import runtime
+from .buffers import Buffer
+from .tensor import Tensor, wrap_array
+
+
+@dataclass
+class LaunchDefaults:
+    """Settings a tool (verify, the CLI, the server) imposes on every launch in its context."""
+
+    target: str | None = None  # overrides the kernel's platform_target and the environment
+    time_limit: float | None = None  # seconds of simulated execution per launch
+    observer: Callable[["LaunchRecord"], None] | None = None
+
+
+@dataclass
+class LaunchRecord:
+    """What one launch observed: outputs, trace, memory peaks, instruction count."""
+
+    kernel: str
+    target: str
+    generation: str
+    grid: tuple[int, ...]
+    outputs: Any = None
+    trace: list[runtime.TraceEntry] = field(default_factory=list)
+    peak_sbuf_bytes: int = 0
+    peak_psum_bytes: int = 0
+    instructions: int = 0
+    warnings: list[Any] = field(default_factory=list)
+
+
+DEFAULTS: contextvars.ContextVar[LaunchDefaults] = contextvars.ContextVar("nki_launch", default=LaunchDefaults())
+
+# new-API simulator defaults to trn3 without hardware (nki.simulate docs); classic to trn1 (the paper's platform)
+_DEFAULT_TARGET = {runtime.CLASSIC: "trn1", runtime.NEW: "trn3"}
+
+
+class MutableTensorMarker:
+    """Annotation object for ``nt.mutable_tensor`` (a parameter the kernel may write)."""
+
+    def __getitem__(self, item: Any) -> "MutableTensorMarker":
+        return self
+
+
+mutable_tensor = MutableTensorMarker()
+
+
+class Kernel:
+    """A function decorated with ``nki.jit`` (or wrapped by baremetal/simulate)."""
+
+    def __init__(self, func: Callable[..., Any], generation: str, **options: Any) -> None:
+        self.func = func
+        self.generation = generation
+        self.options = options
+        self.__name__ = getattr(func, "__name__", "kernel")
+        self.__doc__ = getattr(func, "__doc__", None)
+        self.__wrapped__ = func
+
+    def __repr__(self) -> str:
+        return f"<nki kernel {self.__name__}>"
+
+    def __getitem__(self, grid: Any) -> "Launcher":
+        if runtime.current() is not None:
+            raise NkiError("err_nested_kernel_with_spmd_grid",
+                           f"Calling kernel with spmd grid ({self.__name__}[...]) inside another kernel is not supported",
+                           caller_location())
+        return Launcher(self, _normalise_grid(grid))
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if runtime.current() is not None:
+            return self.func(*args, **kwargs)  # a sub-kernel call inside a running kernel
+        return launch(self, (), args, kwargs)
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        if obj is None:
+            return self
+        return lambda *a, **k: self(obj, *a, **k)
+
+
+class Launcher:
+    """``kernel[grid]``: calling it launches every SPMD instance."""
+
+    def __init__(self, kernel: Kernel, grid: tuple[int, ...]) -> None:
+        self.kernel = kernel
+        self.grid = grid
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return launch(self.kernel, self.grid, args, kwargs)
+
+    @property
+    def func(self) -> Callable[..., Any]:
+        return self.kernel.func
+
+
+def _normalise_grid(grid: Any) -> tuple[int, ...]:
+    items = grid if isinstance(grid, tuple) else (grid,)
+    out: list[int] = []
+    for g in items:
+        out.append(int(getattr(g, "size", g)))
+    return tuple(out)
+
+
+def _target_for(kernel: Kernel) -> str:
+    d = DEFAULTS.get()
+    if d.target:
+        return d.target
+    opt = kernel.options.get("platform_target")
+    if opt:
+        return str(opt)
+    env = os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE") or os.environ.get("NKI_AGENT_TARGET")
+    return env or _DEFAULT_TARGET[kernel.generation]
+
+
+def launch(kernel: Kernel, grid: tuple[int, ...], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Run a kernel on the simulator and return NumPy results."""
+    defaults = DEFAULTS.get()
+    sim = runtime.new_simulation(_target_for(kernel), kernel.generation, defaults.time_limit)
+    _check_grid(sim.target, kernel, grid)
+    func = kernel.func
+    sim.kernel_code = getattr(func, "__code__", None)
+    sim.kernel_file = sim.kernel_code.co_filename if sim.kernel_code else ""
+    sim.grid = grid
+    record = LaunchRecord(kernel.__name__, sim.target.name, kernel.generation, grid)
+    with runtime.activate(sim):
+        params = _bind_params(func, kernel.generation, args, kwargs)
+        result: Any = None
+        instances = list(itertools.product(*[range(g) for g in grid])) if grid else [()]
+        for pid in instances:
+            sim.program_ids = pid
+            sim.shared_seen.clear()
+            try:
+                result = func(*params.args, **params.kwargs)
+            except NkiError:
+                raise
+            except RecursionError as e:
+                raise NkiError("sim_python_exception", f"RecursionError: {e}", traceback_location(e.__traceback__)) from e
+            except MemoryError as e:
+                raise NkiError("sim_memory_limit", "kernel exhausted memory while simulating",
+                               traceback_location(e.__traceback__)) from e
+            except Exception as e:  # user code: any exception becomes a diagnostic at the kernel frame
+                raise NkiError("sim_python_exception", f"{type(e).__name__}: {e}",
+                               traceback_location(e.__traceback__)) from e
+        _check_outputs_written(result)
+        outputs = _to_numpy(result)
+    record.outputs = outputs
+    record.trace = sim.trace
+    record.peak_sbuf_bytes = sim.peak_sbuf
+    record.peak_psum_bytes = sim.peak_psum
+    record.instructions = sim.instructions
+    record.warnings = sim.warnings
+    if defaults.observer is not None:
+        defaults.observer(record)
+    return outputs
+
+
+def _check_grid(target: Target, kernel: Kernel, grid: tuple[int, ...]) -> None:
+    if any(g <= 0 for g in grid):
+        raise NkiError("sim_invalid_argument", f"SPMD grid {list(grid)} must have positive sizes", caller_location())
+    if int(np.prod(grid or (1,))) > 65536:  # a grid this large is a bug, and would take hours to simulate
+        raise NkiError("sim_invalid_argument", f"SPMD grid {list(grid)} is too large to simulate", caller_location())
+
+
+def _bind_params(func: Callable[..., Any], generation: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> inspect.BoundArguments:
+    try:
+        sig = inspect.signature(func)
+        bound = sig.bind(*args, **kwargs)
+    except TypeError as e:
+        raise NkiError("sim_invalid_argument", f"kernel '{getattr(func, '__name__', '?')}' called with wrong arguments: {e}",
+                       caller_location()) from None
+    for name, value in list(bound.arguments.items()):
+        param = sig.parameters[name]
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        mutable = param.annotation is mutable_tensor or "mutable" in str(param.annotation)
+        bound.arguments[name] = _to_tensor(value, name, generation, mutable)
+    return bound
+
+
+def _to_tensor(value: Any, name: str, generation: str, mutable: bool) -> Any:
+    arr = to_numpy_input(value)
+    if arr is None:
+        if isinstance(value, (list, tuple)) and value and all(to_numpy_input(v) is not None for v in value):
+            return type(value)(_to_tensor(v, f"{name}[{i}]", generation, mutable) for i, v in enumerate(value))
+        return value
+    t = wrap_array(arr, Buffer("hbm", shared=True, label="shared_hbm"), name)
+    t.storage.is_param = True
+    t.storage.immutable = generation == runtime.CLASSIC and not mutable
+    return t
+
+
+def to_numpy_input(value: Any) -> np.ndarray | None:
+    """NumPy view of an array-like kernel argument (torch tensors keep bf16 as bf16)."""
+    if isinstance(value, np.ndarray):
+        return np.ascontiguousarray(value) if not value.flags.c_contiguous else value.copy()
+    mod = type(value).__module__
+    if mod.startswith("torch"):
+        t = value.detach().cpu().contiguous()
+        name = str(t.dtype).replace("torch.", "")
+        if name == "bfloat16":
+            import torch
+
+            return t.view(torch.int16).numpy().view(dtypes.bfloat16).copy()
+        return t.numpy().copy()
+    if isinstance(value, Tensor):
+        return np.array(value.read())
+    return None
+
+
+def _check_outputs_written(result: Any) -> None:
+    for t in _tensors_in(result):
+        if t.buffer.is_hbm and not t.storage.written:
+            related = (Related(t.storage.site, f"output `{t.name}` created here"),) if t.storage.site else ()
+            raise NkiError("err_tensor_output_not_written_to",
+                           f"output tensor `{t.name}` {list(t.shape)} is returned but never written (check for "
+                           "loops that run zero times)", t.storage.site or caller_location(), related)
+        if t.buffer.is_on_chip:
+            raise NkiError("err_unsupported_memory",
+                           f"kernel returns `{t.name}` which lives in {t.buffer.label}; outputs must be HBM tensors "
+                           "(nl.ndarray(..., buffer=nl.shared_hbm)) written with nl.store",
+                           t.storage.site or caller_location())
+
+
+def _tensors_in(x: Any) -> list[Tensor]:
+    if isinstance(x, Tensor):
+        return [x]
+    if isinstance(x, (list, tuple)):
+        return [t for v in x for t in _tensors_in(v)]
+    if isinstance(x, dict):
+        return [t for v in x.values() for t in _tensors_in(v)]
+    return []
+
+
+def _to_numpy(x: Any) -> Any:
+    if isinstance(x, Tensor):
+        return np.array(x.read(), copy=True)
+    if isinstance(x, tuple):
+        return tuple(_to_numpy(v) for v in x)
+    if isinstance(x, list):
+        return [_to_numpy(v) for v in x]
+    if isinstance(x, dict):
+        return {k: _to_numpy(v) for k, v in x.items()}
+    return x

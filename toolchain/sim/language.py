@@ -1,0 +1,275 @@
+"""The simulated ``nki.language`` namespace, built for either API generation.
+
+``build(generation)`` returns a module whose attributes are the simulator's implementations. The
+classic module (``neuronxcc.nki.language``) has ``arange``/``mgrid``/``mask=``; the new module
+(``nki.language``) rejects them with ``sim_removed_api`` and treats every range as a plain loop.
+"""
+
+from __future__ import annotations
+
+import ast
+import types
+from functools import lru_cache
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from .. import dtypes
+from ..errors import NkiError, SourceLocation
+from ..location import ast_context, caller_location
+from . import runtime
+from .buffers import hbm, private_hbm, psum, sbuf, shared_hbm
+from .index import arange, ds, mgrid
+from .ops import elementwise, memory, reduce
+from .ops import matmul as mm
+from .tensor import Tensor, par_dim
+
+
+class UnsupportedApi(NkiError, AttributeError):
+    """An NKI API the simulator does not model (an AttributeError so ``hasattr`` stays truthful)."""
+
+
+def unsupported(qualname: str) -> Callable[..., Any]:
+    def f(*args: Any, **kwargs: Any) -> Any:
+        raise NkiError("sim_unsupported_api", f"{qualname} is not modelled by the embedded simulator yet",
+                       caller_location())
+
+    f.__name__ = qualname.rsplit(".", 1)[-1]
+    return f
+
+
+class TileSize:
+    """``nl.tile_size``: hardware tile limits (values from the NKI tiling overview)."""
+
+    pmax = 128  # partitions
+    psum_fmax = 512  # fp32 elements per PSUM bank per partition (classic name)
+    psum_bank_fmax = 512  # new name
+    psum_bank_fmax_bytes = 2048
+    psum_num_banks = 8
+    gemm_stationary_fmax = 128
+    gemm_moving_fmax = 512
+    bn_stats_fmax = 512
+    psum_min_align = 4
+    sbuf_min_align = 1
+
+    @property
+    def total_available_sbuf_size(self) -> int:
+        s = runtime.current()
+        return s.target.sbuf_bytes_per_partition if s else 180224
+
+    sbuf_fmax_bytes = total_available_sbuf_size
+
+    @property
+    def sbuf_fmax(self) -> int:
+        return self.total_available_sbuf_size // 4
+
+    @property
+    def sbuf_size_bytes(self) -> int:
+        return self.total_available_sbuf_size * 128
+
+
+class SpmdDim:
+    """``nl.nc(n)`` / ``nl.spmd_dim(...)``: a grid dimension spread over NeuronCores (serial here)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = int(size)
+
+    def __mul__(self, other: Any) -> "SpmdDim":
+        return SpmdDim(self.size * int(getattr(other, "size", other)))
+
+    __rmul__ = __mul__
+
+    def __int__(self) -> int:
+        return self.size
+
+    def __index__(self) -> int:
+        return self.size
+
+
+def nc(n: int) -> SpmdDim:
+    return SpmdDim(n)
+
+
+def spmd_dim(*dims: Any) -> SpmdDim:
+    size = 1
+    for d in dims:
+        size *= int(getattr(d, "size", d))
+    return SpmdDim(size)
+
+
+def program_id(axis: int = 0) -> int:
+    s = runtime.require("program_id")
+    if not s.program_ids:
+        if int(axis) != 0:
+            raise NkiError("sim_invalid_argument", f"program_id({axis}) but the kernel was launched without a grid",
+                           caller_location())
+        return 0
+    if int(axis) >= len(s.program_ids):
+        raise NkiError("sim_invalid_argument",
+                       f"program_id axis {axis} out of bounds for a grid of rank {len(s.program_ids)}",
+                       caller_location())
+    return s.program_ids[int(axis)]
+
+
+def num_programs(axes: Any = None) -> int:
+    s = runtime.require("num_programs")
+    grid = s.grid or (1,)
+    if axes is None:
+        return int(np.prod(grid))
+    if isinstance(axes, (list, tuple)):
+        return int(np.prod([grid[a] for a in axes]))
+    return grid[int(axes)] if int(axes) < len(grid) else 1
+
+
+def program_ndim() -> int:
+    return len(runtime.require("program_ndim").grid)
+
+
+@lru_cache(maxsize=1024)
+def _loop_var(path: str, line: int, column: int) -> str:
+    for node in ast_context(SourceLocation(path, line, column))[1:4]:
+        if isinstance(node, ast.For) and isinstance(node.target, ast.Name):
+            return node.target.id
+    return "i"
+
+
+def _range_args(args: tuple[Any, ...]) -> range:
+    try:
+        return range(*[int(a) for a in args])
+    except TypeError as e:
+        if any(isinstance(a, Tensor) for a in args):
+            raise NkiError("err_dynamic_control_flow_not_supported",
+                           "loop bounds must be compile-time integers, not tensor values", caller_location()) from None
+        raise NkiError("sim_invalid_argument", f"invalid range arguments: {e}", caller_location()) from None
+
+
+def affine_range(*args: Any, **kwargs: Any) -> Iterator[int]:
+    r = _range_args(args)
+    loc = caller_location()
+    name = _loop_var(loc.path, loc.line, loc.column) if loc else "i"
+    return runtime.affine_loop(iter(r), name)
+
+
+def sequential_range(*args: Any, **kwargs: Any) -> Iterator[int]:
+    return runtime.plain_loop(iter(_range_args(args)))
+
+
+def static_range(*args: Any, **kwargs: Any) -> Iterator[int]:
+    return runtime.plain_loop(iter(_range_args(args)))
+
+
+def _new_range(start: Any, stop: Any = None, step: Any = 1) -> Iterator[int]:
+    args = (start,) if stop is None else (start, stop, step)
+    return runtime.plain_loop(iter(_range_args(args)))
+
+
+def static_cast(input_data: Any, dtype: Any) -> np.ndarray:
+    return dtypes.cast(dtypes.to_fp32(np.asarray(input_data)), dtype)
+
+
+def device_print(prefix: Any, x: Any = None, mask: Any = None, **kwargs: Any) -> None:
+    vals = x.read() if isinstance(x, Tensor) else x
+    print(prefix, vals)
+
+
+class _Finfo:
+    def __init__(self, dt: Any) -> None:
+        info = np.finfo(dtypes.as_dtype(dt))
+        self.min, self.max, self.eps, self.tiny = float(info.min), float(info.max), float(info.eps), float(info.tiny)
+        self.dtype = dtypes.as_dtype(dt)
+
+
+def finfo(dt: Any) -> _Finfo:
+    return _Finfo(dt)
+
+
+class _NoReorder:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+def no_reorder() -> _NoReorder:
+    return _NoReorder()
+
+
+_CLASSIC_ONLY = {"arange", "mgrid"}
+
+_UNSUPPORTED = ["all_reduce", "loop_reduce", "gather_flattened", "atomic_rmw", "rand", "random_seed", "dropout",
+                "fori_loop", "while_loop", "dynamic_range", "select_reduce"]
+
+
+def build(generation: str) -> types.ModuleType:
+    """Create the ``nki.language`` module object for one API generation."""
+    name = "neuronxcc.nki.language" if generation == runtime.CLASSIC else "nki.language"
+    mod = types.ModuleType(name, "NKI language (embedded simulator)")
+    ns: dict[str, Any] = {}
+    ns.update(dtypes.ALL)
+    ns.update({"sbuf": sbuf, "psum": psum, "hbm": hbm, "private_hbm": private_hbm, "shared_hbm": shared_hbm,
+               "par_dim": par_dim, "ds": ds, "tile_size": TileSize(), "program_id": program_id,
+               "num_programs": num_programs, "program_ndim": program_ndim, "nc": nc, "spmd_dim": spmd_dim,
+               "static_cast": static_cast, "device_print": device_print, "finfo": finfo, "no_reorder": no_reorder,
+               "affine_range": affine_range, "sequential_range": sequential_range, "static_range": static_range,
+               "softmax": reduce.softmax, "rms_norm": reduce.rms_norm, "where": elementwise.where,
+               "matmul": mm.nl_matmul, "transpose": mm.nl_transpose, "tensor": Tensor})
+    for fname in ("ndarray", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like", "full_like",
+                  "ndarray_like", "load", "store", "copy", "broadcast_to", "load_transpose2d",
+                  "shared_identity_matrix", "shared_constant"):
+        ns[fname] = getattr(memory, fname)
+    ns.update({k: v for k, v in elementwise.FUNCTIONS.items() if k != "copy"})
+    ns.update(reduce.FUNCTIONS)
+    ns["max"] = reduce.FUNCTIONS["max"]
+    ns["min"] = reduce.FUNCTIONS["min"]
+    ns["maximum"] = elementwise.FUNCTIONS["maximum"]
+    for tag in ("add", "subtract", "multiply", "maximum", "minimum"):
+        ns[tag].__nki_op__ = tag
+    for n in ("max", "min", "sum"):
+        ns[n].__nki_op__ = {"max": "maximum", "min": "minimum", "sum": "add"}[n]
+    ns["bypass"] = elementwise.FUNCTIONS["bypass"]
+    ns["identity"] = elementwise.FUNCTIONS["copy"]
+    ns["prelu"] = unsupported(f"{name}.prelu")
+    ns["average"] = unsupported(f"{name}.average")
+    for u in _UNSUPPORTED:
+        ns[u] = unsupported(f"{name}.{u}")
+    if generation == runtime.CLASSIC:
+        ns["arange"] = arange
+        ns["mgrid"] = mgrid
+    else:
+        ns["affine_range"] = _new_range
+        ns["sequential_range"] = _new_range
+        ns["static_range"] = _new_range
+        for k in list(ns):
+            if callable(ns[k]) and getattr(ns[k], "__module__", "").startswith(__package__ or "nki_agent"):
+                ns[k] = _reject_mask(ns[k], k)
+    mod.__dict__.update(ns)
+
+    def __getattr__(attr: str) -> Any:
+        if generation == runtime.NEW and attr in _CLASSIC_ONLY:
+            raise UnsupportedApi("sim_removed_api",
+                                 f"nki.language.{attr} was removed in the new NKI API; use slices or nl.ds instead",
+                                 caller_location())
+        raise UnsupportedApi("sim_unsupported_api", f"{name}.{attr} is not modelled by the embedded simulator",
+                             caller_location())
+
+    mod.__getattr__ = __getattr__  # type: ignore[method-assign]
+    return mod
+
+
+def _reject_mask(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
+    if isinstance(fn, type) or not isinstance(fn, types.FunctionType):
+        return fn
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if "mask" in kwargs:
+            raise NkiError("sim_removed_api",
+                           f"nl.{name}: mask= was removed in the new NKI API; clamp slices with min() instead",
+                           caller_location())
+        return fn(*args, **kwargs)
+
+    wrapper.__name__ = fn.__name__
+    wrapper.__wrapped__ = fn  # type: ignore[attr-defined]
+    if hasattr(fn, "__nki_op__"):
+        wrapper.__nki_op__ = fn.__nki_op__  # type: ignore[attr-defined]
+    return wrapper

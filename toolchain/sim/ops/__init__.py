@@ -1,0 +1,1 @@
+"""Simulated instructions, one module per family (memory, element-wise, reductions, TensorE, ISA)."""

@@ -1,0 +1,212 @@
+"""The state of one kernel simulation: target, API generation, SPMD ids, memory, loops, trace.
+
+A ``Simulation`` is active (``current()``) only while a kernel body runs. Everything the checks need
+across calls lives here: live on-chip bytes, the active ``affine_range`` frames that detect
+conflicting writes between iterations, the shared-HBM registry that makes SPMD instances share their
+outputs, a cooperative deadline, and the per-line trace of observed tile shapes.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+import weakref
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterator
+
+import numpy as np
+
+from ..errors import NkiError, Related, SourceLocation
+from ..location import caller_location
+from ..targets import Target, get_target
+
+if TYPE_CHECKING:
+    from .tensor import Storage
+
+CLASSIC = "classic"  # neuronxcc.nki (SDK <= 2.26 semantics)
+NEW = "new"  # nki 0.3-0.6
+
+
+@dataclass
+class AffineFrame:
+    """One running ``affine_range`` loop: whose iteration wrote which element of outer tensors."""
+
+    depth: int
+    var_name: str
+    iteration: int = 0
+    owners: dict[int, np.ndarray] = field(default_factory=dict)
+
+
+@dataclass
+class TraceEntry:
+    """An observed tensor at a source line (shape, dtype, buffer) for hovers and reports."""
+
+    line: int
+    column: int
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    buffer: str
+
+
+@dataclass
+class Simulation:
+    """Mutable state of one kernel launch (all SPMD instances)."""
+
+    target: Target
+    generation: str
+    kernel_code: Any = None  # code object of the top-level kernel function
+    kernel_file: str = ""
+    grid: tuple[int, ...] = ()
+    program_ids: tuple[int, ...] = ()
+    deadline: float = float("inf")
+    live_sbuf: int = 0
+    live_psum: int = 0
+    peak_sbuf: int = 0
+    peak_psum: int = 0
+    last_alloc: SourceLocation | None = None
+    live: "weakref.WeakValueDictionary[int, Storage]" = field(default_factory=weakref.WeakValueDictionary)
+    live_ids: set[int] = field(default_factory=set)
+    affine: list[AffineFrame] = field(default_factory=list)
+    loop_depth: int = 0
+    shared: dict[tuple[Any, ...], Any] = field(default_factory=dict)
+    shared_seen: dict[tuple[Any, ...], int] = field(default_factory=dict)
+    trace: list[TraceEntry] = field(default_factory=list)
+    warnings: list[Any] = field(default_factory=list)
+    instructions: int = 0
+    psum_open: dict[int, np.ndarray] = field(default_factory=dict)  # PSUM elements inside an open matmul accumulation group
+    trace_limit: int = 20000  # bound the trace so huge unrolled kernels cannot exhaust memory
+
+    # -- time ---------------------------------------------------------------------------------
+    def tick(self) -> None:
+        """Called by every op and loop step; enforces the cooperative deadline and capacity."""
+        self.instructions += 1
+        if self.instructions & 0x3F == 0 and time.monotonic() > self.deadline:
+            raise NkiError("sim_timeout", "kernel exceeded the simulation time limit", caller_location())
+        self.check_capacity()
+
+    # -- memory -------------------------------------------------------------------------------
+    def check_capacity(self) -> None:
+        """Raise when live on-chip tensors provably exceed capacity.
+
+        Per-partition use is estimated as total live bytes / 128: the maximum over partitions is at
+        least the average, so this never reports an overflow that the hardware would not have.
+        """
+        t = self.target
+        if self.live_sbuf > t.sbuf_bytes_per_partition * t.pmax:
+            self._overflow("err_stack_overflow_sbuf", "SBUF", self.live_sbuf, t.sbuf_bytes_per_partition, "sbuf")
+        if self.live_psum > t.psum_bytes_per_partition * t.pmax:
+            self._overflow("err_stack_overflow_psum", "PSUM", self.live_psum, t.psum_bytes_per_partition, "psum")
+
+    def _overflow(self, code: str, label: str, used: int, cap: int, buf: str) -> None:
+        biggest = sorted((s for s in self.live.values() if s.buffer.kind == buf), key=lambda s: -s.nbytes)[:3]
+        related = tuple(
+            Related(s.site, f"live {label} tensor '{s.name}' {list(s.shape)} uses {s.nbytes // self.target.pmax} B/partition")
+            for s in biggest
+            if s.site is not None
+        )
+        msg = (f"live {label} tensors need at least {used // self.target.pmax} bytes per partition, more than the "
+               f"{cap} bytes available on {self.target.name}")
+        raise NkiError(code, msg, self.last_alloc or caller_location(), related)
+
+    def allocate(self, storage: "Storage") -> None:
+        kind = storage.buffer.kind
+        if kind == "sbuf":
+            self.live_sbuf += storage.nbytes
+            self.peak_sbuf = max(self.peak_sbuf, self.live_sbuf)
+        elif kind == "psum":
+            self.live_psum += storage.nbytes
+            self.peak_psum = max(self.peak_psum, self.live_psum)
+        else:
+            return
+        self.live[id(storage)] = storage
+        self.live_ids.add(id(storage))
+        self.last_alloc = storage.site
+
+    def release(self, storage_id: int, kind: str, nbytes: int) -> None:
+        self.psum_open.pop(storage_id, None)
+        if storage_id not in self.live_ids:
+            return
+        self.live_ids.discard(storage_id)
+        if kind == "sbuf":
+            self.live_sbuf -= nbytes
+        elif kind == "psum":
+            self.live_psum -= nbytes
+
+    # -- trace --------------------------------------------------------------------------------
+    def record(self, loc: SourceLocation | None, name: str, shape: tuple[int, ...], dtype: str, buffer: str) -> None:
+        if loc is None or len(self.trace) >= self.trace_limit or loc.path != self.kernel_file:
+            return
+        self.trace.append(TraceEntry(loc.line, loc.column, name, tuple(shape), dtype, buffer))
+
+
+_CURRENT: contextvars.ContextVar[Simulation | None] = contextvars.ContextVar("nki_simulation", default=None)
+
+
+def current() -> Simulation | None:
+    return _CURRENT.get()
+
+
+def require(api: str = "NKI API") -> Simulation:
+    sim = _CURRENT.get()
+    if sim is None:
+        raise NkiError("err_nki_api_outside_of_nki_kernel",
+                       f"'{api}' can only be called inside a function decorated with nki.jit",
+                       caller_location())
+    return sim
+
+
+class activate:
+    """Context manager that makes a Simulation current for the duration of a kernel launch."""
+
+    def __init__(self, sim: Simulation) -> None:
+        self.sim = sim
+        self.token: contextvars.Token[Simulation | None] | None = None
+
+    def __enter__(self) -> Simulation:
+        self.token = _CURRENT.set(self.sim)
+        return self.sim
+
+    def __exit__(self, *exc: object) -> None:
+        assert self.token is not None
+        _CURRENT.reset(self.token)
+
+
+def new_simulation(target: str | Target | None, generation: str, time_limit: float | None = None) -> Simulation:
+    tgt = target if isinstance(target, Target) else get_target(target)
+    deadline = time.monotonic() + time_limit if time_limit else float("inf")
+    return Simulation(target=tgt, generation=generation, deadline=deadline)
+
+
+def affine_loop(n_iter_values: Iterator[int], var_name: str = "i") -> Iterator[int]:
+    """Iterate an ``affine_range``: classic kernels get write-conflict tracking per iteration."""
+    sim = current()
+    if sim is None or sim.generation != CLASSIC:
+        yield from n_iter_values
+        return
+    sim.loop_depth += 1
+    frame = AffineFrame(depth=sim.loop_depth, var_name=var_name)
+    sim.affine.append(frame)
+    try:
+        for k, v in enumerate(n_iter_values):
+            frame.iteration = k
+            sim.tick()
+            yield v
+    finally:
+        sim.affine.remove(frame)
+        sim.loop_depth -= 1
+
+
+def plain_loop(values: Iterator[int]) -> Iterator[int]:
+    """Iterate a sequential/static range: tracks loop depth and the deadline only."""
+    sim = current()
+    if sim is None:
+        yield from values
+        return
+    sim.loop_depth += 1
+    try:
+        for v in values:
+            sim.tick()
+            yield v
+    finally:
+        sim.loop_depth -= 1

@@ -67,6 +67,8 @@ SIMULATOR: dict[str, tuple[str, str]] = {
     "sim_syntax_error": ("the file is not valid Python", _TILING),
     "sim_bad_input": ("the input could not be read", _TILING),
     "sim_task_error": ("the task module is invalid", _TILING),
+    "sim_input_mutated": ("the kernel wrote into one of its inputs", _TILING),
+    "sim_worker_crash": ("the simulation process died", _TILING),
 }
 
 

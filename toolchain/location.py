@@ -13,7 +13,7 @@ import os
 import sys
 import sysconfig
 from functools import lru_cache
-from types import FrameType, TracebackType
+from types import CodeType, FrameType, TracebackType
 
 from .errors import SourceLocation
 
@@ -37,13 +37,24 @@ def is_user_file(filename: str) -> bool:
     return not any(path.startswith(p + os.sep) for p in _SKIP_PREFIXES)
 
 
+_POSITIONS: dict[CodeType, list[tuple[int | None, int | None, int | None, int | None]]] = {}
+
+
+def _positions(code: CodeType) -> list[tuple[int | None, int | None, int | None, int | None]]:
+    pos = _POSITIONS.get(code)
+    if pos is None:
+        if len(_POSITIONS) > 4096:  # bound the cache; code objects of long-gone kernels are not reused
+            _POSITIONS.clear()
+        pos = _POSITIONS[code] = list(code.co_positions())
+    return pos
+
+
 def frame_location(frame: FrameType) -> SourceLocation:
     """Exact span of the instruction a frame is executing (1-based line and column)."""
     code = frame.f_code
     line, end_line, col, end_col = frame.f_lineno, None, None, None
     try:
-        positions = list(code.co_positions())
-        pos = positions[frame.f_lasti // 2]
+        pos = _positions(code)[frame.f_lasti // 2]
         if pos[0] is not None:
             line, end_line, col, end_col = pos
     except (IndexError, ValueError):
@@ -81,7 +92,7 @@ def traceback_location(tb: TracebackType | None) -> SourceLocation | None:
             code = tb.tb_frame.f_code
             line, end_line, col, end_col = tb.tb_lineno, None, None, None
             try:
-                pos = list(code.co_positions())[tb.tb_lasti // 2]
+                pos = _positions(code)[tb.tb_lasti // 2]
                 if pos[0] is not None:
                     line, end_line, col, end_col = pos
             except (IndexError, ValueError):

@@ -94,7 +94,8 @@ EXC_LINE = re.compile(
     r"(?::\s?(?P<msg>.*))?$"
 )
 PYTEST_SUMMARY = re.compile(r"^(?:FAILED|ERROR) (?P<node>\S+)(?: - (?P<rest>.*))?$")
-FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)')
+FRAME = re.compile(r'^\s*(?:File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)'
+                   r'|(?P<spath>\S+\.py):(?P<sline>\d+): in (?P<sfn>\S+))')
 
 
 # --------------------------------------------------------------------------------------------------
@@ -161,6 +162,7 @@ class Result:
     seconds: float = 0.0
     probe: str | None = None
     post_check_error: str | None = None
+    detail_where: str | None = None
     command: str = ""
     output_tail: str = ""
 
@@ -423,6 +425,19 @@ def has_main(source: str) -> bool:
     return bool(re.search(r"""^if\s+__name__\s*==\s*['"]__main__['"]""", source, re.M))
 
 
+def has_toplevel_driver(source: str) -> bool:
+    """True when module-level statements (outside defs/classes/imports) call something: a driver."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return False
+    for node in tree.body:
+        if isinstance(node, (ast.Expr, ast.Assert)) and any(isinstance(n, ast.Call) for n in ast.walk(node)):
+            if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):
+                return True
+    return False
+
+
 def is_test_module(path: str, source: str) -> bool:
     """True for files pytest would collect tests from (unittest classes or test_ functions)."""
     name = PurePosixPath(path).name
@@ -455,7 +470,7 @@ def plan_row(mirrors: Mirrors, row: Row) -> Plan:
         if is_test_module(row.path, src):
             return plan_pytest(mirrors, row, [row.path], check="self",
                                kind="sdk_unittest" if "unittest" in src else "pytest")
-        if has_main(src):
+        if has_main(src) or has_toplevel_driver(src):
             return plan_script(mirrors, row, row.path, check="self")
     tests = [r for r in refs if r != "(self)" and ":" not in r]
     tests = sorted(tests, key=lambda t: test_rank(mirrors.text(row.repo, row.commit, t)))
@@ -594,9 +609,21 @@ def plan_probe(row: Row, plan: Plan, mirrors: Mirrors) -> str:
 # Generated helper files (our code, not corpus code)
 # --------------------------------------------------------------------------------------------------
 
-PYTEST_PLUGIN = '''"""Harness pytest plugin: pretend to be a trn2 host for tests that gate on the instance type."""
+PYTEST_PLUGIN = '''"""Harness pytest plugin.
+
+* pretend to be a trn2 host for tests that gate on /sys/devices/virtual/dmi/id/product_name;
+* do not collect module-level NKI kernels whose name starts with ``test`` (they are kernels, not tests).
+"""
 import builtins
+import inspect
 import io
+
+
+def pytest_pycollect_makeitem(collector, name, obj):
+    if callable(obj) and not inspect.isfunction(obj) and not inspect.isclass(obj) \\
+            and type(obj).__module__.startswith(("nki_agent", "nki", "neuronxcc")):
+        return []
+    return None
 
 _real_open = builtins.open
 
@@ -828,8 +855,9 @@ def innermost_frame(text: str, tmp: Path) -> tuple[str, str]:
     if not frames:
         return "", ""
     m = frames[-1]
-    path = m.group("path")
-    where = f"{path.replace(str(tmp) + '/', '')}:{m.group('line')} in {m.group('fn')}"
+    path = m.group("path") or m.group("spath")
+    line, fn = m.group("line") or m.group("sline"), m.group("fn") or m.group("sfn")
+    where = f"{path.replace(str(tmp) + '/', '')}:{line} in {fn}"
     if "nki_agent" in path or "/toolchain/" in path:
         return "simulator", where
     if path.startswith(str(tmp)):
@@ -931,6 +959,10 @@ def classify_failure(
             res.outcome = "timeout"
         else:
             res.outcome = "sim_error"
+            if code == "sim_python_exception":  # where did the wrapped Python exception come from?
+                inner = tb_text.split("The above exception was the direct cause")[0]
+                res.crash_site, where = innermost_frame(inner, tmp)
+                res.detail_where = where
         res.detail = f"[{code}] {res.nki_message}"
         return res
     if etype.endswith(("ModuleNotFoundError", "ImportError")):

@@ -12,6 +12,7 @@ import contextvars
 import inspect
 import itertools
 import os
+import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -49,6 +50,7 @@ class LaunchRecord:
     peak_psum_bytes: int = 0
     instructions: int = 0
     warnings: list[Any] = field(default_factory=list)
+    mutated_inputs: list[str] = field(default_factory=list)
 
 
 DEFAULTS: contextvars.ContextVar[LaunchDefaults] = contextvars.ContextVar("nki_launch", default=LaunchDefaults())
@@ -145,6 +147,7 @@ def launch(kernel: Kernel, grid: tuple[int, ...], args: tuple[Any, ...], kwargs:
     record = LaunchRecord(kernel.__name__, sim.target.name, kernel.generation, grid)
     with runtime.activate(sim):
         params = _bind_params(func, kernel.generation, args, kwargs)
+        digests = {n: _digest(v) for n, v in params.arguments.items() if isinstance(v, Tensor)}
         result: Any = None
         instances = list(itertools.product(*[range(g) for g in grid])) if grid else [()]
         for pid in instances:
@@ -164,6 +167,7 @@ def launch(kernel: Kernel, grid: tuple[int, ...], args: tuple[Any, ...], kwargs:
                                traceback_location(e.__traceback__)) from e
         _check_outputs_written(result)
         outputs = _to_numpy(result)
+        record.mutated_inputs = [n for n, d in digests.items() if _digest(params.arguments[n]) != d]
     record.outputs = outputs
     record.trace = sim.trace
     record.peak_sbuf_bytes = sim.peak_sbuf
@@ -173,6 +177,10 @@ def launch(kernel: Kernel, grid: tuple[int, ...], args: tuple[Any, ...], kwargs:
     if defaults.observer is not None:
         defaults.observer(record)
     return outputs
+
+
+def _digest(t: Tensor) -> int:
+    return zlib.crc32(memoryview(np.ascontiguousarray(t.storage.array).view(np.uint8)))
 
 
 def _check_grid(target: Target, kernel: Kernel, grid: tuple[int, ...]) -> None:

@@ -1,0 +1,23 @@
+"""The ``nki-agent`` typer application: registers one command per module of this package."""
+
+from __future__ import annotations
+
+import typer
+
+from . import check, demo, simulate, verify
+
+app = typer.Typer(
+    name="nki-agent",
+    help="NKI Agent: check, simulate and verify AWS Neuron (NKI) kernels without Trainium.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command("check")(check.command)
+app.command("simulate")(simulate.command)
+app.command("verify")(verify.command)
+app.command("demo")(demo.command)
+
+
+def run() -> None:
+    app()

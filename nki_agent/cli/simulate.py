@@ -1,0 +1,42 @@
+"""``nki-agent simulate KERNEL --task TASK``: run the kernel once on the task's inputs."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from ..diagnostics.model import from_problem
+from ..toolchain import api
+from . import options
+from .render import console, print_diagnostics, print_json
+
+
+def command(
+    kernel: str = typer.Argument(..., help="Kernel file."),
+    task: str = options.Task,
+    target: Optional[str] = options.Target,
+    kernel_name: Optional[str] = options.KernelName,
+    seed: int = typer.Option(0, "--seed", help="Seed for the task's inputs."),
+    json_out: bool = options.Json,
+    timeout: float = options.Timeout,
+    in_process: bool = options.InProcess,
+) -> None:
+    """Simulate a kernel on the embedded toolchain (no reference check)."""
+    target = options.validate_target(target)
+    res = api.simulate(kernel, task, target, kernel_name, seed, isolate=not in_process, timeout=timeout)
+    diags = [from_problem(p, "nki-sim", kernel) for p in api.problems_of(res)]
+    if json_out:
+        out = {k: v for k, v in res.items() if k != "problems"}
+        out["diagnostics"] = [d.as_dict() for d in diags]
+        print_json(out)
+    else:
+        if res.get("ran"):
+            console.print(f"simulated {kernel} on {res.get('target')} ({res.get('generation')} API) in "
+                          f"{res.get('seconds', 0.0):.3f} s; peak SBUF {res.get('peak_sbuf_bytes', 0) // 128} B/partition, "
+                          f"peak PSUM {res.get('peak_psum_bytes', 0) // 128} B/partition", markup=False)
+            for i, o in enumerate(res.get("outputs", [])):
+                console.print(f"  output {i}: {o['dtype']}{o['shape']} min={o['min']} max={o['max']} NaN={o['nan']}",
+                              markup=False)
+        print_diagnostics(diags)
+    raise typer.Exit(0 if res.get("ran") and not any(d.severity == "error" for d in diags) else 1)

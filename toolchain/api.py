@@ -1,0 +1,54 @@
+"""Façade of the toolchain for tools (CLI, server, agent): verify / simulate a kernel file against a task.
+
+By default the work runs in the sandboxed worker (``sandbox.run``), so a hostile or broken kernel
+cannot hang or crash the caller; ``isolate=False`` runs in-process (tests, benchmarks). Both paths
+return the same JSON-able dict; a problem that stops the job appears in ``problems``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import sandbox
+from .errors import Problem
+
+DEFAULT_TIMEOUT = sandbox.DEFAULT_TIMEOUT
+
+
+def _merge(reply: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
+    if "result" in reply:
+        return reply["result"]  # type: ignore[no-any-return]
+    out = dict(base)
+    if "problem" in reply:
+        out["problems"] = [reply["problem"]]
+    else:
+        p = Problem(reply.get("code", "sim_worker_crash"), reply.get("error", "simulation failed"))
+        out["problems"] = [p.as_dict()]
+    return out
+
+
+def verify(kernel: str, task: str, seeds: int = 3, target: str | None = None, kernel_name: str | None = None,
+           isolate: bool = True, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
+    base = {"kernel": kernel, "task": task, "target": target or "", "compiled": False, "correct": False,
+            "seeds": [], "problems": []}
+    if not isolate:
+        from .verify import verify_files
+
+        return verify_files(kernel, task, seeds, target, kernel_name, time_limit=timeout).as_dict()
+    req = {"op": "verify", "kernel": kernel, "task": task, "seeds": seeds, "target": target, "kernel_name": kernel_name}
+    return _merge(sandbox.run(req, timeout=timeout), base)
+
+
+def simulate(kernel: str, task: str, target: str | None = None, kernel_name: str | None = None, seed: int = 0,
+             isolate: bool = True, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
+    base = {"kernel": kernel, "task": task, "ran": False, "outputs": [], "problems": []}
+    if not isolate:
+        from .simulate import simulate_files
+
+        return simulate_files(kernel, task, target, kernel_name, seed, time_limit=timeout)
+    req = {"op": "simulate", "kernel": kernel, "task": task, "target": target, "kernel_name": kernel_name, "seed": seed}
+    return _merge(sandbox.run(req, timeout=timeout), base)
+
+
+def problems_of(result: dict[str, Any]) -> list[Problem]:
+    return [Problem.from_dict(p) for p in result.get("problems", [])]

@@ -1,0 +1,61 @@
+"""One simulated run of a kernel on a task's inputs (no reference check): outputs, trace and problems."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+
+from . import dtypes
+from .errors import NkiError, Problem
+from .sim.kernel import DEFAULTS, LaunchDefaults, LaunchRecord
+from .tasks import find_kernel, load_module, load_task
+from .verify import _as_list, _extra_args, _to_np
+
+
+def _summary(a: np.ndarray) -> dict[str, Any]:
+    f = a.astype(np.float64) if a.size else a
+    finite = np.isfinite(f) if a.size else f
+    return {"shape": list(a.shape), "dtype": dtypes.name(a.dtype),
+            "min": float(f[finite].min()) if a.size and finite.any() else None,
+            "max": float(f[finite].max()) if a.size and finite.any() else None,
+            "nan": int(np.isnan(f).sum()) if a.size else 0}
+
+
+def simulate_files(kernel_path: str, task_path: str, target: str | None = None, kernel_name: str | None = None,
+                   seed: int = 0, time_limit: float | None = None) -> dict[str, Any]:
+    """Run the kernel once on the task's inputs for ``seed``; never raises for user-code problems."""
+    out: dict[str, Any] = {"kernel": kernel_path, "task": task_path, "ran": False, "problems": [], "outputs": []}
+    records: list[LaunchRecord] = []
+    try:
+        task = load_task(task_path)
+        kernel = find_kernel(load_module(kernel_path, "nki_agent_kernel"), kernel_name or task.kernel_name)
+        task.seed(seed)
+        inputs = _as_list(task.get_inputs())
+        if task.reference is None:
+            task.make_reference()
+        args = [_to_np(x) for x in inputs] + _extra_args(kernel, task, len(inputs))
+        token = DEFAULTS.set(LaunchDefaults(target=target, time_limit=time_limit, observer=records.append))
+        try:
+            t0 = time.perf_counter()
+            result = (kernel[task.grid] if task.grid else kernel)(*args)
+            out["seconds"] = time.perf_counter() - t0
+        finally:
+            DEFAULTS.reset(token)
+        out["ran"] = True
+        out["outputs"] = [_summary(_to_np(r)) for r in _as_list(result) if r is not None]
+    except NkiError as e:
+        out["problems"].append(Problem.from_error(e).as_dict())
+    except Exception as e:
+        from .location import traceback_location
+
+        loc = traceback_location(e.__traceback__)
+        out["problems"].append(Problem("sim_task_error", f"{type(e).__name__} in task code: {e}", location=loc).as_dict())
+    if records:
+        rec = records[-1]
+        out.update({"target": rec.target, "generation": rec.generation, "grid": list(rec.grid),
+                    "peak_sbuf_bytes": rec.peak_sbuf_bytes, "peak_psum_bytes": rec.peak_psum_bytes,
+                    "instructions": rec.instructions, "trace": [asdict(t) for t in rec.trace[:2000]]})
+    return out

@@ -1,0 +1,169 @@
+"""Kernel tasks (NKIGen-Bench / KernelBench form) and kernel files, loaded with the simulator's imports.
+
+A task module defines ``get_inputs()``, optional ``get_init_inputs()``, and a reference: either
+``reference(*inputs)`` (NumPy) or ``class Model(torch.nn.Module)``; optionally ``TOLERANCE``, ``GRID``,
+``KERNEL`` (kernel function name), ``ALLOW_INPUT_MUTATION``. Loading executes user code, so callers
+that do not trust it run this inside the sandboxed worker.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import random
+import sys
+import types
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from .errors import NkiError, SourceLocation
+from .location import traceback_location
+from .sim.kernel import Kernel
+from .shim import installed
+
+MAX_SOURCE_BYTES = 5 * 1024 * 1024  # kernels are hundreds of lines; 5 MiB is far beyond any real one
+
+
+@dataclass
+class Task:
+    """A loaded task module with its reference and settings."""
+
+    path: str
+    module: types.ModuleType
+    get_inputs: Callable[[], Any]
+    reference: Callable[..., Any] | None
+    model_class: Any
+    get_init_inputs: Callable[[], Any] | None
+    tolerance: dict[str, float] = field(default_factory=dict)
+    grid: tuple[int, ...] = ()
+    kernel_name: str | None = None
+    allow_input_mutation: bool = False
+
+    def seed(self, seed: int) -> None:
+        """Seed every RNG a task may use before drawing inputs."""
+        np.random.seed(seed)
+        random.seed(seed)
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            torch.manual_seed(seed)
+
+    def make_reference(self) -> Callable[..., Any]:
+        if self.reference is not None:
+            return self.reference
+        init = list(self.get_init_inputs()) if self.get_init_inputs else []
+        model = self.model_class(*init)
+        if hasattr(model, "eval"):
+            model.eval()
+        self._model = model
+        return model  # type: ignore[no-any-return]
+
+    def model_parameters(self) -> list[Any]:
+        model = getattr(self, "_model", None)
+        if model is None or not hasattr(model, "parameters"):
+            return []
+        return [p.detach() for p in model.parameters()]
+
+
+def _read_source(path: str) -> str:
+    if not os.path.isfile(path):
+        raise NkiError("sim_bad_input", f"no such file: {path}", None)
+    size = os.path.getsize(path)
+    if size > MAX_SOURCE_BYTES:
+        raise NkiError("sim_bad_input", f"{path} is {size} bytes; kernel and task files are limited to "
+                       f"{MAX_SOURCE_BYTES} bytes", SourceLocation(path, 1))
+    with open(path, "rb") as f:
+        raw = f.read()
+    if b"\x00" in raw:
+        raise NkiError("sim_bad_input", f"{path} is a binary file, not Python source", SourceLocation(path, 1))
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise NkiError("sim_bad_input", f"{path} is not UTF-8 text: {e}", SourceLocation(path, 1)) from None
+
+
+def load_module(path: str, name: str) -> types.ModuleType:
+    """Execute a user file as a module with NKI imports bound to the simulator."""
+    source = _read_source(path)
+    try:
+        code = compile(source, path, "exec")
+    except SyntaxError as e:
+        loc = SourceLocation(path, e.lineno or 1, (e.offset or 1), e.end_lineno, e.end_offset)
+        raise NkiError("sim_syntax_error", f"SyntaxError: {e.msg}", loc) from None
+    except (ValueError, RecursionError, MemoryError) as e:
+        raise NkiError("sim_bad_input", f"{path} cannot be compiled: {type(e).__name__}: {e}", SourceLocation(path, 1)) from None
+    spec = importlib.util.spec_from_loader(name, loader=None, origin=path)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    module.__file__ = path
+    directory = os.path.dirname(os.path.abspath(path))
+    added = directory not in sys.path
+    if added:
+        sys.path.insert(0, directory)
+    sys.modules[name] = module
+    try:
+        with installed():
+            exec(code, module.__dict__)
+    except NkiError:
+        raise
+    except BaseException as e:
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        raise NkiError("sim_python_exception", f"{type(e).__name__} while importing {os.path.basename(path)}: {e}",
+                       traceback_location(e.__traceback__) or SourceLocation(path, 1)) from e
+    return module
+
+
+def find_kernel(module: types.ModuleType, name: str | None = None) -> Kernel:
+    """The kernel to run: ``name`` if given, else the only ``@nki.jit`` function of the module."""
+    path = getattr(module, "__file__", "?")
+    if name:
+        obj = getattr(module, name, None)
+        if obj is None:
+            raise NkiError("sim_no_kernel", f"{os.path.basename(path)} has no function named '{name}'",
+                           SourceLocation(path, 1))
+        if isinstance(obj, Kernel):
+            return obj
+        if callable(obj):
+            from .sim import runtime
+
+            gen = runtime.NEW if "import nki" in open(path, encoding="utf-8", errors="replace").read() else runtime.CLASSIC
+            return Kernel(obj, gen)
+        raise NkiError("sim_no_kernel", f"'{name}' in {os.path.basename(path)} is not a function", SourceLocation(path, 1))
+    kernels = [v for v in vars(module).values() if isinstance(v, Kernel) and _defined_in(v, path)]
+    if not kernels:
+        raise NkiError("sim_no_kernel", f"{os.path.basename(path)} defines no function decorated with @nki.jit",
+                       SourceLocation(path, 1))
+    if len(kernels) > 1:
+        names = ", ".join(k.__name__ for k in kernels)
+        raise NkiError("sim_no_kernel", f"{os.path.basename(path)} defines several kernels ({names}); name one with "
+                       "--kernel or KERNEL = '...' in the task", SourceLocation(path, 1))
+    return kernels[0]
+
+
+def _defined_in(k: Kernel, path: str) -> bool:
+    code = getattr(k.func, "__code__", None)
+    return code is None or os.path.abspath(code.co_filename) == os.path.abspath(path)
+
+
+def load_task(path: str) -> Task:
+    module = load_module(path, "nki_agent_task")
+    get_inputs = getattr(module, "get_inputs", None)
+    reference = getattr(module, "reference", None)
+    model_class = getattr(module, "Model", None)
+    loc = SourceLocation(path, 1)
+    if not callable(get_inputs):
+        raise NkiError("sim_task_error", "task defines no get_inputs() function", loc)
+    if not callable(reference) and model_class is None:
+        raise NkiError("sim_task_error", "task defines neither reference(*inputs) nor class Model", loc)
+    tol = getattr(module, "TOLERANCE", None) or {}
+    if not isinstance(tol, dict) or not set(tol) <= {"atol", "rtol"}:
+        raise NkiError("sim_task_error", "TOLERANCE must be a dict with keys 'atol' and/or 'rtol'", loc)
+    grid = getattr(module, "GRID", ()) or ()
+    grid = tuple(int(g) for g in (grid if isinstance(grid, (tuple, list)) else (grid,)))
+    return Task(path=path, module=module, get_inputs=get_inputs, reference=reference if callable(reference) else None,
+                model_class=model_class, get_init_inputs=getattr(module, "get_init_inputs", None),
+                tolerance={k: float(v) for k, v in tol.items()}, grid=grid,
+                kernel_name=getattr(module, "KERNEL", None),
+                allow_input_mutation=bool(getattr(module, "ALLOW_INPUT_MUTATION", False)))

@@ -1,0 +1,281 @@
+"""Correctness verification of a kernel against its task reference, on several seeds, in this process.
+
+Per seed: seed numpy/random/torch, draw inputs, run the reference on copies, run the kernel on the
+simulator (low-precision inputs stay low precision), compare with dtype-aware tolerances, and
+locate the first mismatching element and the tile that holds it. A kernel that changes its inputs
+fails unless the task allows it. Callers that do not trust the code use ``sandbox.run`` instead.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import dtypes
+from .errors import NkiError, Problem, SourceLocation
+from .sim.kernel import DEFAULTS, Kernel, LaunchDefaults, LaunchRecord, to_numpy_input
+from .tasks import Task, find_kernel, load_module, load_task
+
+# Default tolerances by output precision (KernelBench's policy, widened for fp8's 3-bit mantissa).
+TOLERANCES = {"float32": (1e-4, 1e-4), "float16": (1e-2, 1e-2), "bfloat16": (1e-2, 1e-2),
+              "float8_e4m3": (1e-1, 1e-1), "float8_e5m2": (2e-1, 2e-1), "float8_e4m3fn": (1e-1, 1e-1)}
+DEFAULT_SEEDS = 3
+PMAX = 128  # partition tile height used to map an element to its tile
+
+
+@dataclass
+class Mismatch:
+    """The first element that differs, and where it sits in the kernel's tiling."""
+
+    output: int
+    index: list[int]
+    got: float
+    expected: float
+    tile: list[int]
+    offset_in_tile: list[int]
+
+
+@dataclass
+class SeedResult:
+    seed: int
+    correct: bool
+    max_abs_error: float = 0.0
+    max_rel_error: float = 0.0
+    mismatches: int = 0
+    elements: int = 0
+    first_mismatch: Mismatch | None = None
+    kernel_seconds: float = 0.0
+    reference_seconds: float = 0.0
+    message: str = ""
+
+
+@dataclass
+class VerifyResult:
+    """Outcome of ``verify``: compiled -> correct, with error figures and problems."""
+
+    kernel: str
+    task: str
+    target: str
+    generation: str = ""
+    compiled: bool = False
+    correct: bool = False
+    seeds: list[SeedResult] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    atol: float = 0.0
+    rtol: float = 0.0
+    peak_sbuf_bytes: int = 0
+    peak_psum_bytes: int = 0
+    trace: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def max_abs_error(self) -> float:
+        return max((s.max_abs_error for s in self.seeds), default=0.0)
+
+    @property
+    def max_rel_error(self) -> float:
+        return max((s.max_rel_error for s in self.seeds), default=0.0)
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["problems"] = [p.as_dict() for p in self.problems]
+        d["max_abs_error"] = self.max_abs_error
+        d["max_rel_error"] = self.max_rel_error
+        d["mismatches"] = sum(s.mismatches for s in self.seeds)
+        return d
+
+
+def tolerance_for(task: Task, outputs: list[np.ndarray]) -> tuple[float, float]:
+    worst = (0.0, 0.0)
+    for o in outputs:
+        a, r = TOLERANCES.get(dtypes.name(o.dtype), (1e-4, 1e-4))
+        worst = (max(worst[0], a), max(worst[1], r))
+    return task.tolerance.get("atol", worst[0]), task.tolerance.get("rtol", worst[1])
+
+
+def _as_list(x: Any) -> list[Any]:
+    if isinstance(x, (tuple, list)):
+        return list(x)
+    return [x]
+
+
+def _to_np(x: Any) -> np.ndarray:
+    arr = to_numpy_input(x)
+    if arr is None:
+        arr = np.asarray(x)
+    return arr
+
+
+def compare(got: np.ndarray, exp: np.ndarray, atol: float, rtol: float, out_idx: int) -> SeedResult:
+    res = SeedResult(seed=0, correct=True)
+    if got.shape != exp.shape:
+        if got.size == exp.size:
+            got = got.reshape(exp.shape)
+        else:
+            res.correct = False
+            res.message = f"output {out_idx} has shape {list(got.shape)}, reference has {list(exp.shape)}"
+            return res
+    g = got.astype(np.float64)
+    e = exp.astype(np.float64)
+    with np.errstate(all="ignore"):
+        diff = np.abs(g - e)
+        ok = np.isclose(g, e, atol=atol, rtol=rtol, equal_nan=True)
+        finite = np.isfinite(diff)
+        res.max_abs_error = float(diff[finite].max()) if finite.any() else 0.0
+        rel = diff / np.maximum(np.abs(e), 1e-12)
+        res.max_rel_error = float(rel[finite].max()) if finite.any() else 0.0
+        if not finite.all() and not np.array_equal(np.isnan(g), np.isnan(e)):
+            res.max_abs_error = float("inf")
+    res.elements = int(g.size)
+    res.mismatches = int((~ok).sum())
+    if res.mismatches:
+        res.correct = False
+        idx = [int(i) for i in np.argwhere(~ok)[0]]
+        tile = [idx[0] // PMAX] + ([] if len(idx) < 2 else [0] * (len(idx) - 1))
+        res.first_mismatch = Mismatch(out_idx, idx, float(g[tuple(idx)]), float(e[tuple(idx)]),
+                                      tile, [idx[0] % PMAX] + idx[1:])
+        nan = bool(np.isnan(g[tuple(idx)]))
+        res.message = (f"{res.mismatches} of {res.elements} elements differ (atol={atol}, rtol={rtol}); first at "
+                       f"output {out_idx}{idx}: got {res.first_mismatch.got}, expected {res.first_mismatch.expected}"
+                       + (" — NaN means the kernel never wrote this element (fresh memory is NaN)" if nan else ""))
+    return res
+
+
+def run_reference(task: Task, inputs: list[Any]) -> list[np.ndarray]:
+    ref = task.make_reference()
+    if task.reference is None:
+        import torch
+
+        targs = [x if isinstance(x, torch.Tensor) else _np_to_torch(np.asarray(x)) for x in inputs]
+        with torch.no_grad():
+            out = ref(*targs)
+    else:
+        out = ref(*[np.array(_to_np(x), copy=True) for x in inputs])
+    return [_to_np(o) for o in _as_list(out)]
+
+
+def _np_to_torch(a: np.ndarray) -> Any:
+    import torch
+
+    if a.dtype == dtypes.bfloat16:
+        return torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16)
+    return torch.from_numpy(np.array(a, copy=True))
+
+
+def verify_loaded(kernel: Kernel, task: Task, kernel_path: str, seeds: int = DEFAULT_SEEDS,
+                  target: str | None = None, time_limit: float | None = None) -> VerifyResult:
+    from .sim.kernel import _DEFAULT_TARGET
+
+    records: list[LaunchRecord] = []
+    result = VerifyResult(kernel=kernel_path, task=task.path, target=target or _DEFAULT_TARGET[kernel.generation],
+                          generation=kernel.generation)
+    token = DEFAULTS.set(LaunchDefaults(target=target, time_limit=time_limit, observer=records.append))
+    try:
+        for seed in range(seeds):
+            task.seed(seed)
+            inputs = _as_list(task.get_inputs())
+            task.seed(seed)
+            t0 = time.perf_counter()
+            expected = run_reference(task, copy.deepcopy(inputs) if task.reference is None else inputs)
+            t_ref = time.perf_counter() - t0
+            args = [_to_np(x) for x in inputs] + _extra_args(kernel, task, len(inputs))
+            t0 = time.perf_counter()
+            launcher = kernel[task.grid] if task.grid else kernel
+            try:
+                got = _as_list(launcher(*args))
+            except NkiError as e:
+                result.problems.append(Problem.from_error(e))
+                result.seeds.append(SeedResult(seed=seed, correct=False, message=str(e.message)))
+                return result
+            t_kern = time.perf_counter() - t0
+            result.compiled = True
+            if records:
+                rec = records[-1]
+                result.target = rec.target
+                result.peak_sbuf_bytes = max(result.peak_sbuf_bytes, rec.peak_sbuf_bytes)
+                result.peak_psum_bytes = max(result.peak_psum_bytes, rec.peak_psum_bytes)
+                if seed == 0:
+                    result.trace = [asdict(t) for t in rec.trace[:2000]]
+            seed_res = _compare_all(task, got, expected, seed)
+            seed_res.kernel_seconds, seed_res.reference_seconds = t_kern, t_ref
+            mutated = records[-1].mutated_inputs if records else []
+            if mutated and not task.allow_input_mutation:
+                seed_res.correct = False
+                seed_res.message = (seed_res.message + "; " if seed_res.message else "") + \
+                    f"kernel modified its input(s) {mutated}"
+                result.problems.append(Problem("sim_input_mutated",
+                                               f"the kernel wrote into input argument(s) {mutated}; outputs must be "
+                                               "new tensors (set ALLOW_INPUT_MUTATION = True in the task if intended)",
+                                               location=SourceLocation(kernel_path, _def_line(kernel))))
+            result.seeds.append(seed_res)
+            result.atol, result.rtol = tolerance_for(task, [_to_np(g) for g in got if g is not None])
+    finally:
+        DEFAULTS.reset(token)
+    result.correct = result.compiled and all(s.correct for s in result.seeds) and bool(result.seeds)
+    return result
+
+
+def _def_line(kernel: Kernel) -> int:
+    code = getattr(kernel.func, "__code__", None)
+    return code.co_firstlineno if code else 1
+
+
+def _extra_args(kernel: Kernel, task: Task, n_inputs: int) -> list[Any]:
+    """Model-form tasks with parameters pass them after the inputs when the kernel takes them."""
+    import inspect
+
+    try:
+        n_params = len(inspect.signature(kernel.func).parameters)
+    except (TypeError, ValueError):
+        return []
+    params = task.model_parameters()
+    if n_params > n_inputs and params:
+        return [_to_np(p) for p in params[: n_params - n_inputs]]
+    return []
+
+
+def _compare_all(task: Task, got: list[Any], expected: list[np.ndarray], seed: int) -> SeedResult:
+    if len(got) != len(expected):
+        return SeedResult(seed=seed, correct=False,
+                          message=f"kernel returned {len(got)} output(s), reference returned {len(expected)}")
+    outs = [_to_np(g) if g is not None else np.array([]) for g in got]
+    atol, rtol = tolerance_for(task, outs)
+    total = SeedResult(seed=seed, correct=True)
+    for i, (g, e) in enumerate(zip(outs, expected)):
+        r = compare(g, e, atol, rtol, i)
+        total.correct &= r.correct
+        total.max_abs_error = max(total.max_abs_error, r.max_abs_error)
+        total.max_rel_error = max(total.max_rel_error, r.max_rel_error)
+        total.mismatches += r.mismatches
+        total.elements += r.elements
+        if total.first_mismatch is None and (r.first_mismatch or r.message):
+            total.first_mismatch = r.first_mismatch
+            total.message = r.message
+    return total
+
+
+def verify_files(kernel_path: str, task_path: str, seeds: int = DEFAULT_SEEDS, target: str | None = None,
+                 kernel_name: str | None = None, time_limit: float | None = None) -> VerifyResult:
+    """Load task and kernel (in this process) and verify; problems are returned, never raised."""
+    result = VerifyResult(kernel=kernel_path, task=task_path, target=target or "")
+    try:
+        task = load_task(task_path)
+        module = load_module(kernel_path, "nki_agent_kernel")
+        kernel = find_kernel(module, kernel_name or task.kernel_name)
+    except NkiError as e:
+        result.problems.append(Problem.from_error(e))
+        return result
+    try:
+        return verify_loaded(kernel, task, kernel_path, seeds, target, time_limit)
+    except NkiError as e:
+        result.problems.append(Problem.from_error(e))
+        return result
+    except Exception as e:  # errors in the task's own code (inputs, reference) are task errors
+        from .location import traceback_location
+
+        result.problems.append(Problem("sim_task_error", f"{type(e).__name__} in task code: {e}",
+                                       location=traceback_location(e.__traceback__) or SourceLocation(task_path, 1)))
+        return result

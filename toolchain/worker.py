@@ -1,0 +1,64 @@
+"""Simulation worker process: ``python -m nki_agent.toolchain.worker`` reads one JSON request on stdin.
+
+Runs untrusted kernel and task code under resource limits (address space, CPU seconds) with the
+simulator's imports, and writes exactly one JSON result to the file descriptor it was given. User
+prints go to stderr so they can never corrupt the result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+from typing import Any
+
+from .errors import NkiError, Problem
+
+
+def _limit(memory_bytes: int, cpu_seconds: int) -> None:
+    if memory_bytes > 0:
+        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    if cpu_seconds > 0:
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
+
+
+def handle(req: dict[str, Any]) -> dict[str, Any]:
+    op = req.get("op")
+    if op == "verify":
+        from .verify import verify_files
+
+        res = verify_files(req["kernel"], req["task"], seeds=int(req.get("seeds", 3)), target=req.get("target"),
+                           kernel_name=req.get("kernel_name"), time_limit=req.get("time_limit"))
+        return {"ok": True, "result": res.as_dict()}
+    if op == "simulate":
+        from .simulate import simulate_files
+
+        return {"ok": True, "result": simulate_files(req["kernel"], req["task"], target=req.get("target"),
+                                                     kernel_name=req.get("kernel_name"), seed=int(req.get("seed", 0)),
+                                                     time_limit=req.get("time_limit"))}
+    return {"ok": False, "error": f"unknown op {op!r}"}
+
+
+def main() -> int:
+    out_fd = int(os.environ.get("NKI_AGENT_RESULT_FD", "1"))
+    out = os.fdopen(os.dup(out_fd), "w")
+    os.dup2(2, 1)  # anything the kernel prints goes to stderr
+    try:
+        req = json.loads(sys.stdin.read())
+        _limit(int(req.get("memory_bytes", 0)), int(req.get("cpu_seconds", 0)))
+        sys.setrecursionlimit(min(sys.getrecursionlimit(), 3000))
+        reply = handle(req)
+    except NkiError as e:
+        reply = {"ok": True, "problem": Problem.from_error(e).as_dict()}
+    except MemoryError:
+        reply = {"ok": False, "code": "sim_memory_limit", "error": "the kernel exceeded the simulation memory limit"}
+    except Exception as e:  # a bug of ours or a malformed request: report, never hang
+        reply = {"ok": False, "code": "sim_worker_crash", "error": f"{type(e).__name__}: {e}"}
+    out.write(json.dumps(reply, default=str))
+    out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -34,6 +34,7 @@ def _verify(kernel: Path, task: Path) -> Any:
         return verify_files(str(kernel), str(task))
     proc = subprocess.run(
         [sys.executable, "-m", "nki_agent", "verify", str(kernel), "--task", str(task), "--json"],
+        check=False,
         capture_output=True,
         text=True,
         timeout=300,
@@ -57,6 +58,19 @@ def test_examples_present() -> None:
 def test_example_verifies(kernel: Path) -> None:
     task = kernel.parent / "task.py"
     result = _verify(kernel, task)
-    correct = _field(result, "correct")
-    detail = result if isinstance(result, dict) else getattr(result, "__dict__", result)
-    assert correct is True, f"{kernel.parent.name}/{kernel.name} did not verify:\n{detail}"
+    correct = _field(result, "correct") is True
+    assert correct, f"{kernel.parent.name}/{kernel.name} did not verify:\n{_summary(result)}"
+
+
+def _summary(result: Any) -> str:
+    """Problems and per-seed messages only (the full result carries a long trace)."""
+    lines = [f"compiled={_field(result, 'compiled')}"]
+    for p in _field(result, "problems") or []:
+        code, msg, loc = (p.get(k) for k in ("code", "message", "location")) if isinstance(p, dict) else \
+            (getattr(p, "code", ""), getattr(p, "message", p), getattr(p, "location", None))
+        lines.append(f"[{code}] {msg} at {loc}")
+    for s in _field(result, "seeds") or []:
+        msg = s.get("message") if isinstance(s, dict) else getattr(s, "message", "")
+        if msg:
+            lines.append(f"seed {s.get('seed') if isinstance(s, dict) else getattr(s, 'seed', '?')}: {msg}")
+    return "\n".join(lines)

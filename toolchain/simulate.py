@@ -32,6 +32,7 @@ def simulate_files(kernel_path: str, task_path: str, target: str | None = None, 
     try:
         task = load_task(task_path)
         kernel = find_kernel(load_module(kernel_path, "nki_agent_kernel"), kernel_name or task.kernel_name)
+        target = target or task.target
         task.seed(seed)
         inputs = _as_list(task.get_inputs())
         if task.reference is None:

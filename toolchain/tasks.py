@@ -40,6 +40,7 @@ class Task:
     grid: tuple[int, ...] = ()
     kernel_name: str | None = None
     allow_input_mutation: bool = False
+    target: str | None = None
 
     def seed(self, seed: int) -> None:
         """Seed every RNG a task may use before drawing inputs."""
@@ -166,4 +167,5 @@ def load_task(path: str) -> Task:
                 model_class=model_class, get_init_inputs=getattr(module, "get_init_inputs", None),
                 tolerance={k: float(v) for k, v in tol.items()}, grid=grid,
                 kernel_name=getattr(module, "KERNEL", None),
-                allow_input_mutation=bool(getattr(module, "ALLOW_INPUT_MUTATION", False)))
+                allow_input_mutation=bool(getattr(module, "ALLOW_INPUT_MUTATION", False)),
+                target=getattr(module, "TARGET", None))

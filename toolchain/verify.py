@@ -170,6 +170,7 @@ def verify_loaded(kernel: Kernel, task: Task, kernel_path: str, seeds: int = DEF
     from .sim.kernel import _DEFAULT_TARGET
 
     records: list[LaunchRecord] = []
+    target = target or task.target
     result = VerifyResult(kernel=kernel_path, task=task.path, target=target or _DEFAULT_TARGET[kernel.generation],
                           generation=kernel.generation)
     token = DEFAULTS.set(LaunchDefaults(target=target, time_limit=time_limit, observer=records.append))
@@ -219,8 +220,18 @@ def verify_loaded(kernel: Kernel, task: Task, kernel_path: str, seeds: int = DEF
 
 
 def _def_line(kernel: Kernel) -> int:
+    """Line of the ``def`` (co_firstlineno points at the first decorator)."""
+    import linecache
+
     code = getattr(kernel.func, "__code__", None)
-    return code.co_firstlineno if code else 1
+    if code is None:
+        return 1
+    line = code.co_firstlineno
+    for k in range(line, line + 50):
+        text = linecache.getline(code.co_filename, k).lstrip()
+        if text.startswith(("def ", "async def ")):
+            return k
+    return line
 
 
 def _extra_args(kernel: Kernel, task: Task, n_inputs: int) -> list[Any]:

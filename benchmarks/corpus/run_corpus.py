@@ -63,10 +63,11 @@ CROSS_REPO_PACKAGES: dict[str, tuple[str, str, str]] = {
     "nkilib_src": ("aws-neuron/nki-library", "d2ad3a579498d1888aa8740af97fd325dd5f2740", "src"),
 }
 
-# Per-repo pytest arguments that select the simulation-capable tests.
+# pytest arguments that select the simulation-capable tests, used when an extracted conftest.py
+# defines the option (nki-samples test/unit: --simulation-only; nki-library: --test-mode).
 PYTEST_EXTRA_ARGS: dict[str, list[str]] = {
-    "aws-neuron/nki-samples": ["--simulation-only", "-m", "simulation"],
-    "aws-neuron/nki-library": ["--test-mode", "simulation", "-m", "fast"],
+    "--simulation-only": ["--simulation-only", "-m", "simulation"],
+    "--test-mode": ["--test-mode", "simulation", "-m", "fast"],
 }
 
 # NKI error ids that mean "the simulator does not model this API".
@@ -334,12 +335,14 @@ def candidate_roots(tree: frozenset[str], importer: str, module: str) -> list[st
     top = module.split(".")[0]
     key = (id(tree), top)
     if key not in _ROOT_CACHE:
-        extra = sorted(
-            {p[: -len(f"{top}.py")].rstrip("/") for p in tree if p == f"{top}.py" or p.endswith(f"/{top}.py")}
-            | {p[: -len(f"{top}/__init__.py")].rstrip("/") for p in tree
-               if p == f"{top}/__init__.py" or p.endswith(f"/{top}/__init__.py")},
-            key=len,
-        )
+        found: set[str] = set()
+        for p in tree:  # modules, regular packages and namespace packages (dirs without __init__.py)
+            q = "/" + p
+            if q.endswith(f"/{top}.py"):
+                found.add(p[: -len(f"{top}.py")].rstrip("/"))
+            elif f"/{top}/" in q and p.endswith(".py"):
+                found.add(q[: q.index(f"/{top}/")].lstrip("/"))
+        extra = sorted(found, key=len)
         _ROOT_CACHE[key] = extra
     return roots + [r for r in _ROOT_CACHE[key] if r not in roots]
 
@@ -543,11 +546,14 @@ def plan_script(mirrors: Mirrors, row: Row, entry: str, check: str) -> Plan:
 
 
 def plan_pytest(mirrors: Mirrors, row: Row, tests: list[str], check: str, kind: str) -> Plan:
-    extra = PYTEST_EXTRA_ARGS.get(row.repo, [])
     plan = Plan(entry_kind=kind, entry=tests[0], check=check,
                 command=["-m", "pytest", *tests, "-x", "-q", "-p", "_corpus_plugin", "-p", "no:cacheprovider",
-                         "-rfE", "--tb=short", *extra])
+                         "-rfE", "--tb=short"])
     add_closure(mirrors, row, plan, [*tests, row.path], pytest_mode=True)
+    conftests = "\n".join(mirrors.text(r, c, src) for r, c, src, _ in plan.files if src.endswith("conftest.py"))
+    for option, extra in PYTEST_EXTRA_ARGS.items():
+        if f'"{option}"' in conftests or f"'{option}'" in conftests:
+            plan.command.extend(extra)
     plan.generated["_corpus_plugin.py"] = PYTEST_PLUGIN
     if not any(f[3] in ("pytest.ini", "conftest.py") for f in plan.files):
         plan.generated.setdefault("pytest.ini", "[pytest]\n")
@@ -894,7 +900,7 @@ def classify(plan: Plan, rc: int | None, out: str, err: str, timed_out: bool, tm
     if is_pytest and rc == 5:
         res.outcome, res.detail = "no_entry", "pytest collected no tests (after marker selection)"
         return res
-    if is_pytest and rc == 4:
+    if is_pytest and rc == 4 and "while loading conftest" not in text:
         res.outcome, res.detail = "crash", "pytest usage error: " + first_line_matching(text, r"error:")
         res.crash_site = "harness"
         return res
@@ -905,6 +911,7 @@ def classify(plan: Plan, rc: int | None, out: str, err: str, timed_out: bool, tm
         res.post_check_error = f"{etype}: {emsg}".strip(": ")
         res.detail = "reference check passed; failed afterwards (benchmark/profiling code)"
         return res
+    res.returncode = rc
     return classify_failure(res, text, err if not is_pytest else text, nki, is_pytest, tmp)
 
 
@@ -1101,6 +1108,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--jobs", type=int, default=2, help="concurrent subprocesses (default 2)")
     p.add_argument("--python", default=sys.executable, help="interpreter that has nki_agent installed")
     p.add_argument("--keep", type=Path, default=None, help="copy each row's temp tree here (debugging)")
+    p.add_argument("--merge", type=Path, default=None,
+                   help="previous results JSON: keep its rows that this run does not re-run, write the union")
     p.add_argument("--plan-only", action="store_true", help="print the chosen entry per row; run nothing")
     args = p.parse_args(argv)
     if not args.mirrors:
@@ -1153,6 +1162,14 @@ def run_all(mirrors: Mirrors, rows: list[Row], args: argparse.Namespace) -> list
     return results
 
 
+def merge_results(previous: Path, fresh: list[Result], manifest: list[Row]) -> list[Result]:
+    """Previous results with the freshly re-run rows replaced, in manifest order."""
+    by_key = {f"{r['repo']}@{r['commit'][:8]}:{r['path']}": Result(**r)
+              for r in json.loads(previous.read_text())["results"]}
+    by_key.update({f"{r.repo}@{r.commit[:8]}:{r.path}": r for r in fresh})
+    return [by_key[row.key] for row in manifest if row.key in by_key]
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     rows = select_rows(read_manifest(args.manifest), args.filter)
@@ -1168,6 +1185,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"[{len(plan.files)} files, path={plan.pythonpath}]")
         return 0
     results = run_all(mirrors, rows, args)
+    if args.merge:
+        results = merge_results(args.merge, results, read_manifest(args.manifest))
     summary = aggregate(results)
     payload = {"manifest": str(args.manifest), "timeout": args.timeout, "summary": summary,
                "results": [asdict(r) for r in results]}

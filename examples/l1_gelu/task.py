@@ -1,6 +1,6 @@
 """Exact (erf-based) GELU over a 2-D tensor - KernelBench-style task."""
 import torch
-import torch.nn as nn
+from torch import nn
 
 
 class Model(nn.Module):

@@ -1,6 +1,6 @@
 """ReLU over a 3-D activation tensor (batch, seq, hidden) - KernelBench-style task."""
 import torch
-import torch.nn as nn
+from torch import nn
 
 
 class Model(nn.Module):

@@ -1,5 +1,4 @@
 import neuronxcc.nki as nki
-import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
 
 EPS = 1e-5

@@ -1,5 +1,4 @@
 import neuronxcc.nki as nki
-import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
 
 TILE_M = 128

@@ -81,6 +81,13 @@ def allocate(shape: Any, dtype: Any, buffer: Any = None, name: str = "", fill: A
         if fill is not None and sim.generation == runtime.CLASSIC and buf.params and buf.params[0] == "mod_alloc":
             raise NkiError("err_tensor_creation_on_scratchpad_with_init_value_not_supported",
                            "Creating SBUF/PSUM tensor with init value is not supported in allocated NKI kernels.", site)
+        if buf.kind == "psum" and sim.generation == runtime.CLASSIC:
+            free_bytes = int(np.prod(shp[p_axis + 1:], dtype=np.int64)) * dt.itemsize
+            if free_bytes > sim.target.psum_bank_bytes:
+                raise NkiError("sim_psum_bank_overflow",
+                               f"PSUM tile '{name or 'tensor'}' {list(shp)} needs {free_bytes} bytes per partition; a "
+                               f"PSUM tile must fit one {sim.target.psum_bank_bytes}-byte bank "
+                               f"(tile_size.psum_fmax = 512 fp32)", site)
     elif fill is not None:
         raise NkiError("err_hbm_tensor_with_init_value_not_supported",
                        "Creating HBM tensor with init value is not supported.", site)
@@ -244,16 +251,12 @@ class Tensor:
 
     def shadow_get(self, shadow: np.ndarray) -> np.ndarray:
         """The elements of a storage-shaped side array that this view covers."""
-        region = shadow
-        for step in self.steps:
-            region = region[step]
+        region = _replay(shadow, self.steps)
         return region if self.coords is None else region[self._checked_coords(None)]
 
     def shadow_set(self, shadow: np.ndarray, value: Any) -> None:
         """Assign into the elements of a storage-shaped side array that this view covers."""
-        region = shadow
-        for step in self.steps:
-            region = region[step]
+        region = _replay(shadow, self.steps)
         if self.coords is None:
             region[...] = value
         else:
@@ -472,9 +475,7 @@ class Tensor:
             if owners is None:
                 owners = np.full(st.array.shape, -1, dtype=np.int32)
                 frame.owners[id(st)] = owners
-            region = owners
-            for step in self.steps:
-                region = region[step]
+            region = _replay(owners, self.steps)
             if self.coords is not None:
                 coords = self._checked_coords(mvals)
                 if mvals is not None:
@@ -496,6 +497,30 @@ class Tensor:
                 region[...] = frame.iteration
             else:
                 region[mvals] = frame.iteration
+
+    # -- views ---------------------------------------------------------------------------------
+    def reshape(self, *shape: Any) -> "Tensor":
+        """A reshaped view of a contiguous tensor (on-chip tensors keep their partition dim)."""
+        shp = tuple(int(s) for s in (shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape))
+        if self.coords is not None:
+            raise NkiError("sim_invalid_argument", "cannot reshape an nl.arange-indexed access", caller_location())
+        if int(np.prod(shp, dtype=np.int64)) != self.size:
+            raise NkiError("sim_invalid_argument",
+                           f"cannot reshape `{self.name}` {list(self.shape)} into {list(shp)}: element counts differ",
+                           caller_location())
+        if self.buffer.is_on_chip and shp and self.shape and shp[0] != self.shape[0]:
+            raise NkiError("sim_invalid_argument",
+                           f"reshape of on-chip `{self.name}` must keep the partition dim {self.shape[0]}, got {list(shp)}",
+                           caller_location())
+        view = self.view.reshape(shp)
+        if view.size and not np.shares_memory(view, self.view):
+            raise NkiError("sim_invalid_argument", f"`{self.name}` view is not contiguous and cannot be reshaped",
+                           caller_location())
+        return Tensor(self.storage, view, self.steps + (_Reshape(shp),), None, 0)
+
+    def view_as(self, dtype: Any) -> "Tensor":
+        return Tensor(self.storage, self.view.view(dtypes.as_dtype(dtype)), self.steps + (_ViewDtype(dtype),), None,
+                      self.par_axis)
 
     # -- Python operators (classic tile arithmetic) -------------------------------------------
     def _op(self, name: str, *args: Any) -> Any:
@@ -561,6 +586,28 @@ class Tensor:
                        caller_location())
 
 
+class _Reshape(tuple):  # type: ignore[type-arg]
+    """A reshape step in a view chain (replayed on side arrays such as write owners)."""
+
+
+class _ViewDtype:
+    """A dtype reinterpretation step; side arrays keep their element grid (same itemsize assumed)."""
+
+    def __init__(self, dtype: Any) -> None:
+        self.dtype = dtype
+
+
+def _replay(arr: np.ndarray, steps: tuple[Any, ...]) -> np.ndarray:
+    for step in steps:
+        if isinstance(step, _Reshape):
+            arr = arr.reshape(tuple(step))
+        elif isinstance(step, _ViewDtype):
+            continue
+        else:
+            arr = arr[step]
+    return arr
+
+
 class _Accumulated(Tensor):
     """The same view after ``t += x``; ``__setitem__`` recognises it and does not write twice."""
 
@@ -578,7 +625,7 @@ def _truth_error(t: Tensor) -> NkiError:
 
     loc = caller_location()
     ctx = ast_context(loc) if loc else []
-    for node in ctx[1:3]:
+    for node in ctx[:3]:
         if isinstance(node, ast.BoolOp) or (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not)):
             return NkiError("err_ambiguous_tensor_truth_value",
                             f"Cannot evaluate truth value of a multi-element tensor `{t.name}`; use & | ~ for "

@@ -1,0 +1,95 @@
+"""Hostile and broken inputs through the sandboxed worker: always one clear problem, never a hang or crash."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from nki_agent.toolchain import api
+from nki_agent.toolchain.check import check_file
+
+HOSTILE = Path(__file__).resolve().parents[1] / "fixtures" / "hostile"
+BROKEN = Path(__file__).resolve().parents[1] / "fixtures" / "broken"
+
+
+def _codes(res: dict) -> list[str]:
+    return [p["code"] for p in res.get("problems", [])]
+
+
+@pytest.mark.parametrize(
+    ("name", "code", "timeout"),
+    [
+        ("infinite_loop.py", "sim_timeout", 6.0),
+        ("nki_loop_forever.py", "sim_timeout", 6.0),
+        ("unbounded_alloc.py", "sim_memory_limit", 30.0),
+        ("huge_hbm_tensor.py", "sim_memory_limit", 30.0),
+        ("raises_at_import.py", "sim_python_exception", 30.0),
+        ("exits.py", "sim_worker_crash", 30.0),
+        ("deep_recursion.py", "sim_python_exception", 30.0),
+    ],
+)
+def test_hostile_kernel_gives_one_clear_problem(name: str, code: str, timeout: float) -> None:
+    path = str(HOSTILE / name)
+    res = api.verify(path, path, seeds=1, timeout=timeout)
+    assert res["correct"] is False
+    assert _codes(res)[:1] == [code], res.get("problems")
+    assert res["problems"][0]["message"]
+
+
+def test_kernel_stdout_cannot_forge_the_result() -> None:
+    path = str(HOSTILE / "prints_to_stdout.py")
+    res = api.verify(path, path, seeds=1)
+    assert res["correct"] is True, res.get("problems")
+
+
+def test_sandbox_and_in_process_agree_on_a_broken_kernel() -> None:
+    path = str(BROKEN / "partition_exceed.py")
+    a = api.verify(path, path, seeds=1)
+    b = api.verify(path, path, seeds=1, isolate=False)
+    assert _codes(a) == _codes(b) == ["err_num_partition_exceed_arch_limit"]
+    assert a["problems"][0]["location"] == b["problems"][0]["location"]
+
+
+def test_missing_files_are_a_clear_problem(tmp_path: Path) -> None:
+    res = api.verify(str(tmp_path / "nope.py"), str(tmp_path / "nope_task.py"), seeds=1)
+    assert _codes(res) == ["sim_bad_input"]
+
+
+def test_binary_file(tmp_path: Path) -> None:
+    p = tmp_path / "blob.py"
+    p.write_bytes(os.urandom(4096) + b"\x00")
+    res = check_file(str(p))
+    assert [x.code for x in res.problems] == ["sim_bad_input"]
+    assert res.problems[0].severity == "info"
+    assert api.verify(str(p), str(p), seeds=1)["problems"][0]["code"] == "sim_bad_input"
+
+
+def test_50mb_file_is_refused_quickly(tmp_path: Path) -> None:
+    p = tmp_path / "huge.py"
+    with open(p, "w") as f:
+        line = "x = 1  # " + "a" * 90 + "\n"
+        for _ in range(50 * 1024 * 1024 // len(line) + 1):
+            f.write(line)
+    assert p.stat().st_size >= 50 * 1024 * 1024
+    res = check_file(str(p))
+    assert [x.code for x in res.problems] == ["sim_bad_input"]
+    assert "bytes" in res.problems[0].message
+    assert api.verify(str(p), str(p), seeds=1)["problems"][0]["code"] == "sim_bad_input"
+
+
+def test_non_kernel_python_file(tmp_path: Path) -> None:
+    p = tmp_path / "plain.py"
+    p.write_text("def f(x):\n    return x + 1\n")
+    assert check_file(str(p)).problems == []
+    res = api.verify(str(p), str(p), seeds=1)
+    assert _codes(res) == ["sim_task_error"]
+
+
+def test_deeply_nested_source(tmp_path: Path) -> None:
+    p = tmp_path / "nested.py"
+    p.write_text("x = " + "(" * 5000 + "1" + ")" * 5000 + "\n")
+    res = check_file(str(p))
+    assert len(res.problems) == 1
+    assert api.verify(str(p), str(p), seeds=1)["problems"]

@@ -86,7 +86,7 @@ def c_nc_matmul(stationary: Any, moving: Any, is_stationary_onezero: bool = Fals
                 **kw: Any) -> Tensor:
     c.sim("nc_matmul")
     res = matmul_values("nc_matmul", stationary, moving)
-    return c.emit(res, dtypes.float32, c.mask_of(mask), psum)
+    return c.emit(res, dtypes.float32, c.mask_of(mask), psum, fresh=True)
 
 
 def c_nc_transpose(data: Any, mask: Any = None, dtype: Any = None, engine: Any = engine.unknown, **kw: Any) -> Tensor:

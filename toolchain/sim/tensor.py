@@ -20,6 +20,7 @@ from ..location import caller_location
 from . import runtime
 from .buffers import Buffer, as_buffer
 from .index import Index, Mask
+from .views import ViewsMixin, replay as _replay
 
 # Ops modules register the element-wise implementations used by Python operators on tensors.
 OPERATORS: dict[str, Callable[..., Any]] = {}
@@ -60,8 +61,12 @@ def _partition_error(n: int, limit: int, what: str) -> NkiError:
 
 
 def allocate(shape: Any, dtype: Any, buffer: Any = None, name: str = "", fill: Any = None,
-             par_axis: int | None = None) -> "Tensor":
-    """Create a tensor; on-chip memory without ``fill`` is poisoned. Checks partition limits."""
+             par_axis: int | None = None, initial: np.ndarray | None = None) -> "Tensor":
+    """Create a tensor; on-chip memory without ``fill`` is poisoned. Checks partition limits.
+
+    ``initial`` (an array the caller owns, already of this shape and dtype) becomes the storage as is:
+    the result of an op, written in full, so poisoning and copying it would be wasted work.
+    """
     sim = runtime.require("ndarray")
     buf = as_buffer(buffer)
     dt = dtypes.as_dtype(dtype)
@@ -96,8 +101,10 @@ def allocate(shape: Any, dtype: Any, buffer: Any = None, name: str = "", fill: A
     size = int(np.prod(shp, dtype=np.int64)) * dt.itemsize
     if size > 8 << 30:  # a single tensor larger than any device memory is a bug in the kernel
         raise NkiError("sim_memory_limit", f"tensor of {size} bytes exceeds device memory", site)
-    if fill is None:
-        arr = np.full(shp, dtypes.poison(dt), dtype=dt) if buf.is_on_chip or buf.kind == "hbm" else np.empty(shp, dt)
+    if initial is not None:
+        arr = initial
+    elif fill is None:
+        arr = np.full(shp, dtypes.poison(dt), dtype=dt)
     else:
         arr = np.full(shp, fill, dtype=np.float64 if not dtypes.is_int(dt) else np.int64)
         arr = dtypes.cast(arr, dt)
@@ -112,7 +119,7 @@ def allocate(shape: Any, dtype: Any, buffer: Any = None, name: str = "", fill: A
         sim.shared[key + (n,)] = st
     else:
         st = Storage(arr, buf, name or "tensor", site, p_axis)
-    if fill is not None:
+    if fill is not None or initial is not None:
         st.written = True
     if buf.is_on_chip:
         sim.allocate(st)
@@ -176,10 +183,10 @@ def par_dim(n: int) -> ParDim:
     return ParDim(int(n))
 
 
-class Tensor:
+class Tensor(ViewsMixin):
     """A view of a Storage. Basic steps are NumPy views; ``coords`` holds classic advanced indexing."""
 
-    __slots__ = ("storage", "view", "steps", "coords", "par_axis", "__weakref__")
+    __slots__ = ("storage", "view", "steps", "coords", "par_axis", "_cshape", "__weakref__")
     __array_priority__ = 1000
 
     def __init__(self, storage: Storage, view: np.ndarray | None = None, steps: tuple[Any, ...] = (),
@@ -187,7 +194,8 @@ class Tensor:
         self.storage = storage
         self.view = storage.array if view is None else view
         self.steps = steps
-        self.coords = coords
+        self.coords = coords  # index arrays that broadcast together (kept small: not materialised)
+        self._cshape = tuple(np.broadcast_shapes(*[c.shape for c in coords])) if coords else ()
         self.par_axis = storage.par_axis if par_axis is None else par_axis
 
     # -- attributes ---------------------------------------------------------------------------
@@ -195,7 +203,7 @@ class Tensor:
     def shape(self) -> tuple[int, ...]:
         if self.coords is None:
             return tuple(self.view.shape)
-        return tuple(self.coords[0].shape) if self.coords else ()
+        return self._cshape
 
     @property
     def dtype(self) -> np.dtype[Any]:
@@ -267,21 +275,29 @@ class Tensor:
         return a.astype(dtype) if dtype is not None else a
 
     def _checked_coords(self, mask: Any) -> tuple[np.ndarray, ...]:
+        """Coordinates after the static bounds check; out-of-bounds is allowed only where masked off."""
         assert self.coords is not None
+        bad_dims = [d for d, c in enumerate(self.coords)
+                    if c.size and (int(c.min()) < 0 or int(c.max()) >= self.view.shape[d])]
+        if not bad_dims:
+            return self.coords
         valid = None if mask is None else np.broadcast_to(mask_values(mask), self.shape)
         out = []
         for dim, c in enumerate(self.coords):
             n = self.view.shape[dim]
-            bad = (c < 0) | (c >= n)
-            if valid is not None:
-                bad = bad & valid
-            if bad.any():
-                lo, hi = int(c.min()), int(c.max())
-                raise NkiError("err_tensor_access_out_of_bound",
-                               f"Out-of-bound access for tensor `{self.name}` on dimension {dim}: index range "
-                               f"[{lo}, {hi}] exceed dimension size of {n}", caller_location(),
-                               _created_here(self.storage))
-            out.append(np.clip(c, 0, max(n - 1, 0)) if valid is not None else c)
+            if dim in bad_dims:
+                full = np.broadcast_to(c, self.shape)
+                bad = (full < 0) | (full >= n)
+                if valid is not None:
+                    bad = bad & valid
+                if bad.any():
+                    lo, hi = int(c.min()), int(c.max())
+                    raise NkiError("err_tensor_access_out_of_bound",
+                                   f"Out-of-bound access for tensor `{self.name}` on dimension {dim}: index range "
+                                   f"[{lo}, {hi}] exceed dimension size of {n}", caller_location(),
+                                   _created_here(self.storage))
+                c = np.clip(c, 0, max(n - 1, 0))
+            out.append(c)
         return tuple(out)
 
     # -- indexing -----------------------------------------------------------------------------
@@ -393,13 +409,12 @@ class Tensor:
         except ValueError:
             raise NkiError("sim_shape_mismatch", f"index arrays of shapes {[a.shape for a in arrays]} do not broadcast",
                            caller_location()) from None
-        coords = tuple(np.broadcast_to(a, bshape) for a in arrays)
-        return Tensor(self.storage, self.view, self.steps, coords, 0)
+        return Tensor(self.storage, self.view, self.steps, tuple(arrays), 0)
 
     def _index_advanced_view(self, keys: tuple[Any, ...]) -> "Tensor":
         assert self.coords is not None
         k2 = tuple(k.values if isinstance(k, Index) else k for k in keys)
-        coords = tuple(np.asarray(c[k2]) for c in self.coords)
+        coords = tuple(np.asarray(np.broadcast_to(c, self.shape)[k2]) for c in self.coords)
         return Tensor(self.storage, self.view, self.steps, coords, 0)
 
     # -- writing ------------------------------------------------------------------------------
@@ -456,7 +471,7 @@ class Tensor:
         else:
             coords = self._checked_coords(mvals)
             if mvals is not None:
-                coords = tuple(c[mvals] for c in coords)
+                coords = tuple(np.broadcast_to(c, shape)[mvals] for c in coords)
                 vals = vals[mvals]
             cur = self.view[coords]
             if accumulate:
@@ -479,7 +494,7 @@ class Tensor:
             if self.coords is not None:
                 coords = self._checked_coords(mvals)
                 if mvals is not None:
-                    coords = tuple(c[mvals] for c in coords)
+                    coords = tuple(np.broadcast_to(c, self.shape)[mvals] for c in coords)
                 cur = region[coords]
             else:
                 cur = region if mvals is None else region[mvals]
@@ -498,29 +513,12 @@ class Tensor:
             else:
                 region[mvals] = frame.iteration
 
-    # -- views ---------------------------------------------------------------------------------
-    def reshape(self, *shape: Any) -> "Tensor":
-        """A reshaped view of a contiguous tensor (on-chip tensors keep their partition dim)."""
-        shp = tuple(int(s) for s in (shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape))
+    def _derive(self, view: np.ndarray, step: Any, par_axis: int = 0) -> "Tensor":
+        """A new view of the same storage, one step further down the chain."""
         if self.coords is not None:
-            raise NkiError("sim_invalid_argument", "cannot reshape an nl.arange-indexed access", caller_location())
-        if int(np.prod(shp, dtype=np.int64)) != self.size:
-            raise NkiError("sim_invalid_argument",
-                           f"cannot reshape `{self.name}` {list(self.shape)} into {list(shp)}: element counts differ",
-                           caller_location())
-        if self.buffer.is_on_chip and shp and self.shape and shp[0] != self.shape[0]:
-            raise NkiError("sim_invalid_argument",
-                           f"reshape of on-chip `{self.name}` must keep the partition dim {self.shape[0]}, got {list(shp)}",
-                           caller_location())
-        view = self.view.reshape(shp)
-        if view.size and not np.shares_memory(view, self.view):
-            raise NkiError("sim_invalid_argument", f"`{self.name}` view is not contiguous and cannot be reshaped",
-                           caller_location())
-        return Tensor(self.storage, view, self.steps + (_Reshape(shp),), None, 0)
-
-    def view_as(self, dtype: Any) -> "Tensor":
-        return Tensor(self.storage, self.view.view(dtypes.as_dtype(dtype)), self.steps + (_ViewDtype(dtype),), None,
-                      self.par_axis)
+            raise NkiError("sim_invalid_argument", f"cannot take a view of an nl.arange-indexed access of "
+                           f"`{self.name}`", caller_location())
+        return Tensor(self.storage, view, self.steps + (step,), None, par_axis)
 
     # -- Python operators (classic tile arithmetic) -------------------------------------------
     def _op(self, name: str, *args: Any) -> Any:
@@ -584,28 +582,6 @@ class Tensor:
         raise NkiError("err_dynamic_control_flow_not_supported",
                        f"tensor `{self.name}` holds runtime values and cannot be used as a Python number",
                        caller_location())
-
-
-class _Reshape(tuple):  # type: ignore[type-arg]
-    """A reshape step in a view chain (replayed on side arrays such as write owners)."""
-
-
-class _ViewDtype:
-    """A dtype reinterpretation step; side arrays keep their element grid (same itemsize assumed)."""
-
-    def __init__(self, dtype: Any) -> None:
-        self.dtype = dtype
-
-
-def _replay(arr: np.ndarray, steps: tuple[Any, ...]) -> np.ndarray:
-    for step in steps:
-        if isinstance(step, _Reshape):
-            arr = arr.reshape(tuple(step))
-        elif isinstance(step, _ViewDtype):
-            continue
-        else:
-            arr = arr[step]
-    return arr
 
 
 class _Accumulated(Tensor):

@@ -146,12 +146,23 @@ def new_tile(shape: tuple[int, ...], dtype: Any, buffer: Buffer | None = None, n
     return allocate(shape, dtype, buffer or sbuf, name=name)
 
 
-def emit(result: np.ndarray, dtype: Any, mask: Any = None, buffer: Buffer | None = None, name: str = "") -> Tensor:
-    """Classic-API result: a fresh tile (SBUF unless told) holding ``result`` cast to ``dtype``."""
+def emit(result: np.ndarray, dtype: Any, mask: Any = None, buffer: Buffer | None = None, name: str = "",
+         fresh: bool = False) -> Tensor:
+    """Classic-API result: a new tile (SBUF unless told) holding ``result`` cast to ``dtype``.
+
+    ``fresh`` says the caller owns ``result`` (a new array), so it can become the tile's storage.
+    """
+    result = np.asarray(result)
     shape = tuple(result.shape)
     if len(shape) < 2:
         shape = (shape[0], 1) if shape else (1, 1)
         result = result.reshape(shape)
+    if mask is None:
+        dt = dtypes.as_dtype(dtype)
+        arr = dtypes.cast(result, dt)
+        if (arr is result and not fresh) or not arr.flags.writeable or not arr.flags.c_contiguous:
+            arr = np.array(arr, dtype=dt, copy=True)
+        return allocate(shape, dt, buffer or sbuf, name=name, initial=arr)
     out = new_tile(shape, dtype, buffer, name)
     out.write(result, mask)
     return out

@@ -160,7 +160,7 @@ def binary(api: str, x: Any, y: Any, dtype: Any = None, mask: Any = None) -> Ten
         with np.errstate(all="ignore"):
             res = BINARY[api](a, b)
         out_dt = dtypes.as_dtype(dtype or dtypes.bool_) if api in COMPARISONS else c.result_dtype(dtype, x, y)
-    return c.emit(np.asarray(res), out_dt, m)
+    return c.emit(np.asarray(res), out_dt, m, fresh=True)
 
 
 def _make_unary(name: str) -> Callable[..., Tensor]:

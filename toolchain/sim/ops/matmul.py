@@ -115,7 +115,7 @@ def nl_matmul(x: Any, y: Any, transpose_x: bool = False, mask: Any = None, **kw:
         res = matmul_values("matmul", xt, y, strict=False)
     else:
         res = matmul_values("matmul", x, y, strict=False)
-    return c.emit(res, dtypes.float32, c.mask_of(mask), psum)
+    return c.emit(res, dtypes.float32, c.mask_of(mask), psum, fresh=True)
 
 
 class _Transposed(Tensor):

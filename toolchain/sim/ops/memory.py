@@ -86,6 +86,11 @@ def load(src: Any, mask: Any = None, dtype: Any = None, **kwargs: Any) -> Tensor
         shape = (shape[0], 1) if shape else (1, 1)
         vals = vals.reshape(shape)
         m = None if m is None else np.broadcast_to(m, src.shape).reshape(shape)
+    if m is None:
+        arr = _convert(vals, out_dt)
+        if arr is vals or not arr.flags.c_contiguous:
+            arr = np.array(arr, dtype=out_dt, copy=True)
+        return allocate(shape, out_dt, sbuf, name=f"{src.name}_tile", initial=arr)
     out = allocate(shape, out_dt, sbuf, name=f"{src.name}_tile")
     out.write(_convert(vals, out_dt), m)
     return out

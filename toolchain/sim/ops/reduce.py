@@ -75,7 +75,7 @@ def reduce(api: str, x: Any, axis: Any, dtype: Any = None, mask: Any = None, kee
         else (x.dtype if isinstance(x, Tensor) else dtypes.float32))
     if api == "all" and dtype is None:
         out_dt = dtypes.bool_
-    return c.emit(res, out_dt)
+    return c.emit(res, out_dt, fresh=True)
 
 
 def _make(api: str) -> Callable[..., Tensor]:

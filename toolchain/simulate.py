@@ -41,7 +41,7 @@ def simulate_files(kernel_path: str, task_path: str, target: str | None = None, 
         token = DEFAULTS.set(LaunchDefaults(target=target, time_limit=time_limit, observer=records.append))
         try:
             t0 = time.perf_counter()
-            result = (kernel[task.grid] if task.grid else kernel)(*args)
+            result = task.launcher(kernel)(*args)
             out["seconds"] = time.perf_counter() - t0
         finally:
             DEFAULTS.reset(token)

@@ -1,8 +1,9 @@
 """Kernel tasks (NKIGen-Bench / KernelBench form) and kernel files, loaded with the simulator's imports.
 
 A task module defines ``get_inputs()``, optional ``get_init_inputs()``, and a reference: either
-``reference(*inputs)`` (NumPy) or ``class Model(torch.nn.Module)``; optionally ``TOLERANCE``, ``GRID``,
-``KERNEL`` (kernel function name), ``ALLOW_INPUT_MUTATION``. Loading executes user code, so callers
+``reference(*inputs)`` (NumPy) or ``class Model(torch.nn.Module)``; optionally ``TOLERANCE``, ``GRID``
+(SPMD grid of classic kernels), ``LNC`` (``kernel[lnc]`` degree of new-API kernels), ``KERNEL`` (kernel
+function name), ``TARGET`` and ``ALLOW_INPUT_MUTATION``. Loading executes user code, so callers
 that do not trust it run this inside the sandboxed worker.
 """
 
@@ -41,6 +42,17 @@ class Task:
     kernel_name: str | None = None
     allow_input_mutation: bool = False
     target: str | None = None
+    lnc: int | None = None
+
+    def launcher(self, kernel: Kernel) -> Any:
+        """``GRID`` launches classic kernels (SPMD grid); ``LNC`` launches new-API kernels (kernel[lnc])."""
+        from .sim import runtime
+
+        if kernel.generation == runtime.CLASSIC and self.grid:
+            return kernel[self.grid]
+        if kernel.generation == runtime.NEW and self.lnc:
+            return kernel[self.lnc]
+        return kernel
 
     def seed(self, seed: int) -> None:
         """Seed every RNG a task may use before drawing inputs."""
@@ -168,4 +180,5 @@ def load_task(path: str) -> Task:
                 tolerance={k: float(v) for k, v in tol.items()}, grid=grid,
                 kernel_name=getattr(module, "KERNEL", None),
                 allow_input_mutation=bool(getattr(module, "ALLOW_INPUT_MUTATION", False)),
-                target=getattr(module, "TARGET", None))
+                target=getattr(module, "TARGET", None),
+                lnc=int(getattr(module, "LNC")) if getattr(module, "LNC", None) else None)

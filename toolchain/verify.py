@@ -184,7 +184,7 @@ def verify_loaded(kernel: Kernel, task: Task, kernel_path: str, seeds: int = DEF
             t_ref = time.perf_counter() - t0
             args = [_to_np(x) for x in inputs] + _extra_args(kernel, task, len(inputs))
             t0 = time.perf_counter()
-            launcher = kernel[task.grid] if task.grid else kernel
+            launcher = task.launcher(kernel)
             try:
                 got = _as_list(launcher(*args))
             except NkiError as e:

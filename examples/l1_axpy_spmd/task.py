@@ -17,3 +17,4 @@ def reference(x, y):
 TOLERANCE = {"atol": 1e-6, "rtol": 1e-6}
 GRID = (2,)
 KERNEL = "axpy_kernel"
+LNC = 2  # new-API kernel: kernel[2](...) — two logical NeuronCores share the rows (trn2/trn3)

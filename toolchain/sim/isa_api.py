@@ -360,11 +360,38 @@ _NEW = {"nc_matmul": n_nc_matmul, "nc_transpose": n_nc_transpose, "activation": 
         "affine_select": n_affine_select, "dma_copy": n_dma_copy, "bn_stats": n_bn_stats, "bn_aggr": n_bn_aggr}
 
 
+def _checked_call(fn: Any, qualname: str, generation: str) -> Any:
+    """Turn a wrong call shape into a diagnostic naming the NKI signature, not our function."""
+    import functools
+    import inspect
+
+    sig = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            sig.bind(*args, **kwargs)
+        except TypeError as e:
+            if generation == runtime.NEW and ("mask" in kwargs or "dtype" in kwargs):
+                bad = "mask" if "mask" in kwargs else "dtype"
+                raise NkiError("sim_removed_api",
+                               f"{qualname}: '{bad}=' was removed in the new NKI API (the output dtype is dst.dtype; "
+                               "masks become slices)", caller_location()) from None
+            params = ", ".join(p for p in sig.parameters if p not in ("kw", "name"))
+            hint = " (new API: the destination tile comes first)" if generation == runtime.NEW else ""
+            raise NkiError("sim_invalid_argument", f"{qualname}({params}){hint}: {str(e).split(': ', 1)[-1]}",
+                           caller_location()) from None
+        return fn(*args, **kwargs)
+
+    return call
+
+
 def build(generation: str) -> types.ModuleType:
     name = "neuronxcc.nki.isa" if generation == runtime.CLASSIC else "nki.isa"
     mod = types.ModuleType(name, "NKI ISA (embedded simulator)")
     mod.__dict__.update(_ENUMS)
-    mod.__dict__.update(_CLASSIC if generation == runtime.CLASSIC else _NEW)
+    table = _CLASSIC if generation == runtime.CLASSIC else _NEW
+    mod.__dict__.update({k: _checked_call(f, f"{name}.{k}", generation) for k, f in table.items()})
 
     def __getattr__(attr: str) -> Any:
         raise UnsupportedApi("sim_unsupported_api", f"{name}.{attr} is not modelled by the embedded simulator",

@@ -165,7 +165,7 @@ def launch(kernel: Kernel, grid: tuple[int, ...], args: tuple[Any, ...], kwargs:
             except Exception as e:  # user code: any exception becomes a diagnostic at the kernel frame
                 raise NkiError("sim_python_exception", f"{type(e).__name__}: {e}",
                                traceback_location(e.__traceback__)) from e
-        _check_outputs_written(result)
+        _check_outputs_written(result, kernel.generation)
         outputs = _to_numpy(result)
         record.mutated_inputs = [n for n, d in digests.items() if _digest(params.arguments[n]) != d]
     record.outputs = outputs
@@ -184,6 +184,11 @@ def _digest(t: Tensor) -> int:
 
 
 def _check_grid(target: Target, kernel: Kernel, grid: tuple[int, ...]) -> None:
+    if grid and kernel.generation == runtime.NEW:
+        if len(grid) != 1 or grid[0] > target.max_lnc:
+            raise NkiError("sim_invalid_argument",
+                           f"new-API launches take one logical-NeuronCore degree, kernel[lnc] with lnc <= "
+                           f"{target.max_lnc} on {target.name}; got kernel{list(grid)}", caller_location())
     if any(g <= 0 for g in grid):
         raise NkiError("sim_invalid_argument", f"SPMD grid {list(grid)} must have positive sizes", caller_location())
     if int(np.prod(grid or (1,))) > 65536:  # a grid this large is a bug, and would take hours to simulate
@@ -236,8 +241,12 @@ def to_numpy_input(value: Any) -> np.ndarray | None:
     return None
 
 
-def _check_outputs_written(result: Any) -> None:
+def _check_outputs_written(result: Any, generation: str) -> None:
     for t in _tensors_in(result):
+        if generation == runtime.NEW and t.buffer.is_hbm and not t.buffer.shared and not t.storage.is_param:
+            raise NkiError("err_unsupported_memory",
+                           f"kernel output `{t.name}` is in {t.buffer.label}; new-API kernel outputs must be "
+                           "allocated with buffer=nl.shared_hbm", t.storage.site or caller_location())
         if t.buffer.is_hbm and not t.storage.written:
             related = (Related(t.storage.site, f"output `{t.name}` created here"),) if t.storage.site else ()
             raise NkiError("err_tensor_output_not_written_to",

@@ -113,7 +113,7 @@ def allocate(shape: Any, dtype: Any, buffer: Any = None, name: str = "", fill: A
         n = sim.shared_seen.get(key, 0)
         sim.shared_seen[key] = n + 1
         existing = sim.shared.get(key + (n,))
-        if existing is not None and existing.shape == shp and existing.dtype == dt:
+        if existing is not None and existing.shape == shp and existing.array.dtype == dt:
             return Tensor(existing)
         st = Storage(arr, buf, name or "tensor", site, p_axis)
         sim.shared[key + (n,)] = st
@@ -386,7 +386,7 @@ class Tensor(ViewsMixin):
             raise NkiError("err_unsupported_mixing_basic_advanced_tensor_indexing",
                            "Mixing basic tensor indexing and advanced tensor indexing is not supported.",
                            caller_location())
-        if self.buffer.is_on_chip and any(isinstance(k, Index) and k.ndim == 1 for k in keys):
+        if (self.buffer.is_on_chip or self.ndim >= 2) and any(isinstance(k, Index) and k.ndim == 1 for k in keys):
             raise NkiError("err_1d_arange_not_supported",
                            f"indexing tensor `{self.name}` with 1d arange is not supported; use "
                            "nl.arange(n)[:, None] for the partition axis and nl.arange(n)[None, :] for free axes",
@@ -522,6 +522,13 @@ class Tensor(ViewsMixin):
 
     # -- Python operators (classic tile arithmetic) -------------------------------------------
     def _op(self, name: str, *args: Any) -> Any:
+        if len(args) == 2 and all(isinstance(a, Tensor) and a.buffer.is_on_chip and a.ndim for a in args):
+            a, b = args
+            if a.shape[0] != b.shape[0]:
+                raise NkiError("err_num_partition_mismatch",
+                               f"Python operator on tiles with different partition counts ({a.describe()}, "
+                               f"{b.describe()}): partition-dim broadcasting is not supported through operators; "
+                               "broadcast explicitly (nl.broadcast_to) or use nl.add/nl.multiply", caller_location())
         return OPERATORS[name](*args)
 
     def __add__(self, o: Any) -> Any: return self._op("add", self, o)

@@ -14,6 +14,7 @@ import numpy as np
 from ... import dtypes
 from ...errors import NkiError
 from ...location import caller_location
+from .. import runtime
 from ..tensor import OPERATORS, Tensor
 from . import common as c
 
@@ -146,6 +147,11 @@ def binary(api: str, x: Any, y: Any, dtype: Any = None, mask: Any = None) -> Ten
     if not isinstance(x, Tensor) and not isinstance(y, Tensor):
         raise NkiError("sim_invalid_argument", f"'{api}' needs at least one tile operand", caller_location())
     m = c.mask_of(mask)
+    if (isinstance(x, Tensor) and isinstance(y, Tensor) and x.shape != y.shape
+            and runtime.require(api).generation == runtime.NEW):
+        raise NkiError("sim_shape_mismatch",
+                       f"nl.{api} in the new NKI API does not broadcast: {x.describe()} vs {y.describe()}; use "
+                       "nisa.tensor_scalar for a (P, 1) operand or .broadcast() a size-1 free dim", caller_location())
     if api in BITWISE:
         a, b = c.values(x, m), c.values(y, m)
         for v in (a, b):

@@ -119,10 +119,15 @@ def _parents(filename: str, source_len: int) -> tuple[ast.AST, dict[int, ast.AST
 
 def ast_context(loc: SourceLocation) -> list[ast.AST]:
     """AST nodes enclosing a location, innermost first (empty if the source is unavailable)."""
-    source_len = len(linecache.getlines(loc.path))
+    return list(_ast_context(loc.path, len(linecache.getlines(loc.path)), loc.line, loc.column, loc.end_column))
+
+
+@lru_cache(maxsize=4096)
+def _ast_context(path: str, source_len: int, line: int, column: int, end_column: int | None) -> tuple[ast.AST, ...]:
+    loc = SourceLocation(path, line, column, None, end_column)
     parsed = _parents(loc.path, source_len)
     if parsed is None:
-        return []
+        return ()
     tree, parents = parsed
     col0 = loc.column - 1
     best: ast.AST | None = None
@@ -131,8 +136,8 @@ def ast_context(loc: SourceLocation) -> list[ast.AST]:
             if loc.end_column is None or getattr(node, "end_col_offset", None) == loc.end_column - 1:
                 best = node  # walk is breadth-first, so the last exact match is the innermost
     if best is None:
-        return []
+        return ()
     chain = [best]
     while id(chain[-1]) in parents:
         chain.append(parents[id(chain[-1])])
-    return chain
+    return tuple(chain)

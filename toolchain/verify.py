@@ -17,7 +17,7 @@ import numpy as np
 
 from . import dtypes
 from .errors import NkiError, Problem, SourceLocation
-from .sim.kernel import DEFAULTS, Kernel, LaunchDefaults, LaunchRecord, to_numpy_input
+from .sim.kernel import DEFAULTS, Kernel, LaunchDefaults, LaunchRecord, kernel_location, to_numpy_input
 from .tasks import Task, find_kernel, load_module, load_task
 
 # Default tolerances by output precision (KernelBench's policy, widened for fp8's 3-bit mantissa).
@@ -220,18 +220,8 @@ def verify_loaded(kernel: Kernel, task: Task, kernel_path: str, seeds: int = DEF
 
 
 def _def_line(kernel: Kernel) -> int:
-    """Line of the ``def`` (co_firstlineno points at the first decorator)."""
-    import linecache
-
-    code = getattr(kernel.func, "__code__", None)
-    if code is None:
-        return 1
-    line = code.co_firstlineno
-    for k in range(line, line + 50):
-        text = linecache.getline(code.co_filename, k).lstrip()
-        if text.startswith(("def ", "async def ")):
-            return k
-    return line
+    loc = kernel_location(kernel)
+    return loc.line if loc else 1
 
 
 def _extra_args(kernel: Kernel, task: Task, n_inputs: int) -> list[Any]:

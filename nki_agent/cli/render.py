@@ -7,6 +7,7 @@ import sys
 from typing import Any, Iterable
 
 from rich.console import Console
+from rich.markup import escape
 
 from ..diagnostics.model import Diagnostic
 
@@ -27,8 +28,8 @@ def diagnostic_text(d: Diagnostic) -> str:
 def print_diagnostics(diags: Iterable[Diagnostic]) -> None:
     for d in diags:
         style = _STYLE.get(d.severity, "")
-        console.print(f"[{style}]{d.path}:{d.line}:{d.column}: {d.severity}[{d.code}][/] {d.message}", markup=True,
-                      highlight=False)
+        head = escape(f"{d.path}:{d.line}:{d.column}: {d.severity}[{d.code}]")
+        console.print(f"[{style}]{head}[/] {escape(d.message)}", markup=True, highlight=False)
         for r in d.related:
             console.print(f"    {r.path}:{r.line}:{r.column}: note: {r.message}", markup=False)
         console.print(f"    see {d.doc_url}  (source: {d.source})", markup=False, style="dim")

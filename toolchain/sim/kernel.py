@@ -9,17 +9,17 @@ raised by kernel code become ``sim_python_exception`` errors at the deepest kern
 from __future__ import annotations
 
 import contextvars
+import functools
 import inspect
 import itertools
 import os
-import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 
 from .. import dtypes
-from ..errors import NkiError, Related
+from ..errors import NkiError, Related, SourceLocation
 from ..location import caller_location, traceback_location
 from ..targets import Target
 from . import runtime
@@ -147,7 +147,6 @@ def launch(kernel: Kernel, grid: tuple[int, ...], args: tuple[Any, ...], kwargs:
     record = LaunchRecord(kernel.__name__, sim.target.name, kernel.generation, grid)
     with runtime.activate(sim):
         params = _bind_params(func, kernel.generation, args, kwargs)
-        digests = {n: _digest(v) for n, v in params.arguments.items() if isinstance(v, Tensor)}
         result: Any = None
         instances = list(itertools.product(*[range(g) for g in grid])) if grid else [()]
         for pid in instances:
@@ -167,7 +166,7 @@ def launch(kernel: Kernel, grid: tuple[int, ...], args: tuple[Any, ...], kwargs:
                                traceback_location(e.__traceback__)) from e
         _check_outputs_written(result, kernel.generation)
         outputs = _to_numpy(result)
-        record.mutated_inputs = [n for n, d in digests.items() if _digest(params.arguments[n]) != d]
+        record.mutated_inputs = [n for n, v in params.arguments.items() if isinstance(v, Tensor) and v.storage.mutated]
     record.outputs = outputs
     record.trace = sim.trace
     record.peak_sbuf_bytes = sim.peak_sbuf
@@ -179,8 +178,17 @@ def launch(kernel: Kernel, grid: tuple[int, ...], args: tuple[Any, ...], kwargs:
     return outputs
 
 
-def _digest(t: Tensor) -> int:
-    return zlib.crc32(memoryview(np.ascontiguousarray(t.storage.array).view(np.uint8)))
+def kernel_location(kernel: Kernel) -> SourceLocation | None:
+    """Where the kernel's ``def`` is (for problems about the launch as a whole)."""
+    import linecache
+
+    code = getattr(kernel.func, "__code__", None)
+    if code is None:
+        return None
+    for k in range(code.co_firstlineno, code.co_firstlineno + 50):
+        if linecache.getline(code.co_filename, k).lstrip().startswith(("def ", "async def ")):
+            return SourceLocation(code.co_filename, k, 1)
+    return SourceLocation(code.co_filename, code.co_firstlineno, 1)
 
 
 def _check_grid(target: Target, kernel: Kernel, grid: tuple[int, ...]) -> None:
@@ -188,16 +196,22 @@ def _check_grid(target: Target, kernel: Kernel, grid: tuple[int, ...]) -> None:
         if len(grid) != 1 or grid[0] > target.max_lnc:
             raise NkiError("sim_invalid_argument",
                            f"new-API launches take one logical-NeuronCore degree, kernel[lnc] with lnc <= "
-                           f"{target.max_lnc} on {target.name}; got kernel{list(grid)}", caller_location())
+                           f"{target.max_lnc} on {target.name}; got kernel{list(grid)}",
+                           caller_location() or kernel_location(kernel))
     if any(g <= 0 for g in grid):
         raise NkiError("sim_invalid_argument", f"SPMD grid {list(grid)} must have positive sizes", caller_location())
     if int(np.prod(grid or (1,))) > 65536:  # a grid this large is a bug, and would take hours to simulate
         raise NkiError("sim_invalid_argument", f"SPMD grid {list(grid)} is too large to simulate", caller_location())
 
 
+@functools.lru_cache(maxsize=256)
+def _signature(func: Callable[..., Any]) -> inspect.Signature:
+    return inspect.signature(func)
+
+
 def _bind_params(func: Callable[..., Any], generation: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> inspect.BoundArguments:
     try:
-        sig = inspect.signature(func)
+        sig = _signature(func)
         bound = sig.bind(*args, **kwargs)
     except TypeError as e:
         raise NkiError("sim_invalid_argument", f"kernel '{getattr(func, '__name__', '?')}' called with wrong arguments: {e}",

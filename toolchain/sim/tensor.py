@@ -29,7 +29,7 @@ OPERATORS: dict[str, Callable[..., Any]] = {}
 class Storage:
     """One allocation: the backing array plus facts the checks need."""
 
-    __slots__ = ("array", "buffer", "name", "site", "written", "immutable", "is_param", "par_axis",
+    __slots__ = ("array", "buffer", "name", "site", "written", "immutable", "is_param", "mutated", "par_axis",
                  "affine_ids", "__weakref__")
 
     def __init__(self, array: np.ndarray, buffer: Buffer, name: str, site: SourceLocation | None,
@@ -41,6 +41,7 @@ class Storage:
         self.written = False
         self.immutable = False
         self.is_param = False
+        self.mutated = False
         self.par_axis = par_axis
         sim = runtime.current()
         self.affine_ids = frozenset(id(f) for f in sim.affine) if sim else frozenset()
@@ -254,6 +255,8 @@ class Tensor(ViewsMixin):
                 self.shadow_set(sim.psum_open[id(self.storage)], False)  # reading closes the accumulation group
         if self.coords is None:
             return self.view
+        if mask is not None and mask_values(mask).all():
+            mask = None
         coords = self._checked_coords(mask)
         return self.view[coords]
 
@@ -453,7 +456,11 @@ class Tensor(ViewsMixin):
                                f"Illegal assignment destination shape: shape {list(shape)} of `{self.name}` is "
                                f"smaller than or incompatible with source shape {src_shape}.",
                                caller_location()) from None
-        mvals = None if mask is None else np.broadcast_to(mask_values(mask), shape)
+        mvals = None
+        if mask is not None:
+            small = mask_values(mask)
+            if not small.all():  # an all-true mask (every full tile) costs nothing
+                mvals = np.broadcast_to(small, shape)
         if sim is not None and st.buffer.kind == "psum" and id(st) in sim.psum_open:
             self.shadow_set(sim.psum_open[id(st)], False)  # any other write ends the accumulation group
         if sim is not None and sim.affine and not accumulate:
@@ -480,6 +487,8 @@ class Tensor(ViewsMixin):
                 upd = dtypes.cast(vals, self.view.dtype)
             self.view[coords] = upd
         st.written = True
+        if st.is_param:
+            st.mutated = True
 
     def _check_affine(self, sim: runtime.Simulation, mvals: np.ndarray | None) -> None:
         st = self.storage

@@ -7,6 +7,7 @@ through its ``__nki_op__`` tag, which ``common.ALU`` maps to the NumPy implement
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable
 
 import numpy as np
@@ -20,12 +21,22 @@ from . import common as c
 
 
 def _erf(x: np.ndarray) -> np.ndarray:
-    # Abramowitz & Stegun 7.1.26 refined with one Newton-free correction: |error| < 1.5e-7, below fp32 tolerance
-    s = np.sign(x)
+    """erf in fp32. Uses torch's vectorised erf when torch is already loaded (task references often load it);
+    otherwise Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7, below fp32 tolerance)."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        arr = np.ascontiguousarray(x, dtype=np.float32)
+        return torch.erf(torch.from_numpy(arr)).numpy()
+    x = np.asarray(x, dtype=np.float32)
     a = np.abs(x)
-    t = 1.0 / (1.0 + 0.3275911 * a)
-    y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * np.exp(-a * a)
-    return (s * y).astype(np.float32)
+    t = 1.0 / (1.0 + np.float32(0.3275911) * a)
+    y = np.float32(1.061405429) * t
+    for coef in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
+        y += np.float32(coef)
+        y *= t
+    y *= np.exp(-a * a)
+    np.subtract(1.0, y, out=y)
+    return np.copysign(y, x).astype(np.float32, copy=False)
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:

@@ -399,3 +399,14 @@ def build(generation: str) -> types.ModuleType:
 
     mod.__getattr__ = __getattr__  # type: ignore[method-assign]
     return mod
+
+
+def _register_extra() -> None:
+    """Instructions kept in ops/isa_extra.py (one module, so the core table stays small)."""
+    from .ops import isa_extra
+
+    _CLASSIC.update(isa_extra.CLASSIC)
+    _NEW.update(isa_extra.NEW)
+
+
+_register_extra()

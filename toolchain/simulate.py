@@ -56,6 +56,7 @@ def simulate_files(kernel_path: str, task_path: str, target: str | None = None, 
         out["problems"].append(Problem("sim_task_error", f"{type(e).__name__} in task code: {e}", location=loc).as_dict())
     if records:
         rec = records[-1]
+        out["problems"].extend(Problem.from_error(w).as_dict() for w in rec.warnings)
         out.update({"target": rec.target, "generation": rec.generation, "grid": list(rec.grid),
                     "peak_sbuf_bytes": rec.peak_sbuf_bytes, "peak_psum_bytes": rec.peak_psum_bytes,
                     "instructions": rec.instructions, "trace": [asdict(t) for t in rec.trace[:2000]]})

@@ -200,6 +200,8 @@ def verify_loaded(kernel: Kernel, task: Task, kernel_path: str, seeds: int = DEF
                 result.peak_psum_bytes = max(result.peak_psum_bytes, rec.peak_psum_bytes)
                 if seed == 0:
                     result.trace = [asdict(t) for t in rec.trace[:2000]]
+            if records and seed == 0:
+                result.problems.extend(Problem.from_error(w) for w in records[-1].warnings)
             seed_res = _compare_all(task, got, expected, seed)
             seed_res.kernel_seconds, seed_res.reference_seconds = t_kern, t_ref
             mutated = records[-1].mutated_inputs if records else []

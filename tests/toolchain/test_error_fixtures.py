@@ -57,3 +57,14 @@ def test_every_claimed_error_has_a_fixture() -> None:
 UNRAISED = {"err_leading_dimension_of_tensor_must_be_partition",
             "err_mutable_parameter_not_returned",
             "err_while_loop_requires_unconditional_entry"}
+
+
+def test_sbuf_pressure_is_a_warning_not_a_failure() -> None:
+    path = BROKEN.parent / "warn_sbuf_pressure.py"
+    res = verify_files(str(path), str(path), seeds=1)
+    assert res.correct, res.problems
+    warn = [p for p in res.problems if p.code == "err_stack_overflow_sbuf"]
+    assert len(warn) == 1 and warn[0].severity == "warning"
+    lines = path.read_text().splitlines()
+    assert warn[0].location is not None and "newest tile" in lines[warn[0].location.line - 1]
+    assert res.peak_sbuf_bytes >= 8 * 128 * 16384 * 4

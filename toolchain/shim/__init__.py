@@ -20,8 +20,10 @@ from ..sim import isa_api, language, runtime
 from ..sim.kernel import Kernel, mutable_tensor
 
 _NAMES = ("neuronxcc", "neuronxcc.nki", "neuronxcc.nki.language", "neuronxcc.nki.isa", "neuronxcc.nki.typing",
-          "neuronxcc.nki.compiler", "nki", "nki.language", "nki.isa", "nki.typing", "nki.compiler",
-          "nki.collectives", "nki.meta")
+          "neuronxcc.nki.compiler", "neuronxcc.nki.language.constants", "neuronxcc.nki.isa.constants",
+          "nki", "nki.language", "nki.isa", "nki.typing", "nki.compiler", "nki.collectives", "nki.meta",
+          "nki.language.constants", "nki.isa.constants",
+          "torch_xla", "torch_xla.core", "torch_xla.core.xla_model")
 
 
 def _jit_factory(generation: str) -> Callable[..., Any]:
@@ -67,13 +69,35 @@ def _simulate(kernel: Any) -> Any:
     return kernel
 
 
-def _benchmark_factory(generation: str) -> Callable[..., Any]:
-    def benchmark(kernel: Any = None, **options: Any) -> Any:
+class _NoLatency:
+    """``benchmark_result`` of a simulated benchmark: there is no latency to report without hardware."""
+
+    def __getattr__(self, item: str) -> Any:
         raise NkiError("sim_unsupported_api",
-                       "nki.benchmark needs Trainium hardware (the remote runner) or the cost model; neither is "
+                       "benchmark latency needs Trainium hardware (the remote runner) or the cost model; neither is "
                        "available yet in the embedded toolchain", caller_location())
 
+
+class BenchmarkKernel(Kernel):
+    """``nki.benchmark(...)(kernel)`` / ``nki.profile``: runs the kernel once on the simulator."""
+
+    benchmark_result = _NoLatency()
+
+
+def _benchmark_factory(generation: str) -> Callable[..., Any]:
+    def benchmark(kernel: Any = None, **options: Any) -> Any:
+        if kernel is None:
+            return lambda k: benchmark(k, **options)
+        func = kernel.func if isinstance(kernel, Kernel) else kernel
+        return BenchmarkKernel(func, generation, **options)
+
     return benchmark
+
+
+def _sizeinbytes(dtype: Any) -> int:
+    from .. import dtypes
+
+    return int(dtypes.as_dtype(dtype).itemsize)
 
 
 class _TensorType:
@@ -123,9 +147,20 @@ def build_modules() -> dict[str, types.ModuleType]:
             "allocation_scope": language.no_reorder}, strict=False)
         top: dict[str, Any] = {"jit": _jit_factory(gen), "language": nl, "isa": nisa, "typing": typing,
                                "compiler": compiler, "tensor": language.Tensor}
+        nl.__path__ = []  # type: ignore[attr-defined]  # packages: nl.constants / nisa.constants exist
+        nisa.__path__ = []  # type: ignore[attr-defined]
+        nl_consts = _module(f"{root}.language.constants", "NKI language constants",
+                            {"sizeinbytes": _sizeinbytes, **{k: getattr(nl, k) for k in ("tile_size",)}}, strict=False)
+        isa_consts = _module(f"{root}.isa.constants", "NKI ISA constants",
+                             {k: v for k, v in vars(nisa).items() if isinstance(v, type)}, strict=False)
+        nl.constants = nl_consts  # type: ignore[attr-defined]
+        nisa.constants = isa_consts  # type: ignore[attr-defined]
+        mods[f"{root}.language.constants"] = nl_consts
+        mods[f"{root}.isa.constants"] = isa_consts
         if gen == runtime.CLASSIC:
             top.update({"baremetal": _wrap_factory(gen, "baremetal"), "simulate_kernel": _simulate_kernel,
-                        "benchmark": _benchmark_factory(gen), "profile": _benchmark_factory(gen)})
+                        "benchmark": _benchmark_factory(gen), "profile": _benchmark_factory(gen),
+                        "trace": _jit_factory(gen)})
         else:
             top.update({"simulate": _simulate})
             mods["nki.collectives"] = _module("nki.collectives", "collectives (not simulated)", {})
@@ -137,6 +172,30 @@ def build_modules() -> dict[str, types.ModuleType]:
         mods[f"{root}.typing"] = typing
         mods[f"{root}.compiler"] = compiler
     return mods
+
+
+def _torch_xla_stub() -> dict[str, types.ModuleType]:
+    """``torch_xla`` where it is not installed: the XLA device is the CPU, ``mark_step`` does nothing.
+
+    Kernel drivers written for Trainium move tensors to ``xm.xla_device()``; under the simulator the
+    kernel runs on NumPy and takes (and returns) CPU tensors.
+    """
+
+    def device(*args: Any, **kwargs: Any) -> Any:
+        import torch
+
+        return torch.device("cpu")
+
+    def mark_step(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    xm = _module("torch_xla.core.xla_model", "torch_xla.core.xla_model stand-in (CPU)",
+                 {"xla_device": device, "mark_step": mark_step, "wait_device_ops": mark_step,
+                  "xrt_world_size": lambda: 1, "get_ordinal": lambda: 0}, strict=False)
+    core = _module("torch_xla.core", "torch_xla.core stand-in", {"xla_model": xm}, strict=False)
+    top = _module("torch_xla", "torch_xla stand-in (CPU, embedded NKI simulator)",
+                  {"core": core, "device": device, "sync": mark_step}, strict=False)
+    return {"torch_xla": top, "torch_xla.core": core, "torch_xla.core.xla_model": xm}
 
 
 def _real_neuronxcc() -> types.ModuleType | None:
@@ -159,6 +218,8 @@ def install() -> dict[str, Any]:
         parent = types.ModuleType("neuronxcc", "neuronxcc stand-in (embedded NKI simulator)")
         parent.__path__ = []  # type: ignore[attr-defined]
     mods["neuronxcc"] = parent
+    if importlib.util.find_spec("torch_xla") is None if "torch_xla" not in sys.modules else False:
+        mods.update(_torch_xla_stub())
     saved["neuronxcc.nki@attr"] = getattr(parent, "nki", None)
     parent.nki = mods["neuronxcc.nki"]  # type: ignore[attr-defined]
     sys.modules.update(mods)

@@ -180,7 +180,8 @@ def c_memset(shape: Any, value: Any, dtype: Any, mask: Any = None, engine: Any =
 def c_affine_select(pred: Any, on_true_tile: Any, on_false_value: Any, mask: Any = None, dtype: Any = None,
                     **kw: Any) -> Tensor:
     c.sim("affine_select")
-    c.require_on_chip("affine_select", "on_true_tile", on_true_tile, allow_psum=False)
+    # GpSimd cannot read PSUM, but official kernels pass PSUM here and the compiler inserts the copy
+    c.require_on_chip("affine_select", "on_true_tile", on_true_tile)
     res = core.affine_select_classic(pred, on_true_tile, on_false_value)
     return c.emit(res, _dtype_for(dtype, on_true_tile), c.mask_of(mask))
 
@@ -310,7 +311,7 @@ def n_affine_select(dst: Any, pattern: Any, channel_multiplier: Any, on_true_til
                     cmp_op: Any = None, offset: Any = 0, name: Any = None) -> None:
     c.sim("affine_select")
     _need_dst("affine_select", dst)
-    c.require_on_chip("affine_select", "on_true_tile", on_true_tile, allow_psum=False)
+    c.require_on_chip("affine_select", "on_true_tile", on_true_tile)
     x = c.fp32(on_true_tile)
     aff = core.iota_pattern_values(x.shape, pattern, offset, channel_multiplier).reshape(x.shape).astype(np.float32)
     cond = c.apply_alu("affine_select", cmp_op if cmp_op is not None else "equal", aff, np.zeros_like(aff)) != 0

@@ -174,7 +174,9 @@ def device_print(prefix: Any, x: Any = None, mask: Any = None, **kwargs: Any) ->
 
 class _Finfo:
     def __init__(self, dt: Any) -> None:
-        info = np.finfo(dtypes.as_dtype(dt))
+        import ml_dtypes
+
+        info = ml_dtypes.finfo(dtypes.as_dtype(dt))
         self.min, self.max, self.eps, self.tiny = float(info.min), float(info.max), float(info.eps), float(info.tiny)
         self.dtype = dtypes.as_dtype(dt)
 
@@ -195,9 +197,29 @@ def no_reorder() -> _NoReorder:
     return _NoReorder()
 
 
+class _FloatConstants:
+    """``nl.fp32.min`` / ``nl.bfp16.min``: extreme finite values of a float type (classic constants)."""
+
+    def __init__(self, dt: Any) -> None:
+        import ml_dtypes
+
+        info = ml_dtypes.finfo(dtypes.as_dtype(dt))
+        self.min = float(info.min)
+        self.max = float(info.max)
+
+
+def rand(shape: Any, dtype: Any = np.float32, buffer: Any = None, name: str = "", **kwargs: Any) -> Tensor:
+    """``nl.rand``: uniform [0, 1) values (the NumPy generator, seeded by the verifier per seed)."""
+    from .ops import common as c
+
+    c.sim("rand")
+    shp = tuple(int(s) for s in shape)
+    return c.emit(np.random.random_sample(shp).astype(np.float32), dtype, fresh=True)
+
+
 _CLASSIC_ONLY = {"arange", "mgrid"}
 
-_UNSUPPORTED = ["all_reduce", "loop_reduce", "gather_flattened", "atomic_rmw", "rand", "random_seed", "dropout",
+_UNSUPPORTED = ["all_reduce", "loop_reduce", "gather_flattened", "atomic_rmw", "random_seed", "dropout",
                 "fori_loop", "while_loop", "dynamic_range", "select_reduce"]
 
 
@@ -213,7 +235,9 @@ def build(generation: str) -> types.ModuleType:
                "static_cast": static_cast, "device_print": device_print, "finfo": finfo, "no_reorder": no_reorder,
                "affine_range": affine_range, "sequential_range": sequential_range, "static_range": static_range,
                "softmax": reduce.softmax, "rms_norm": reduce.rms_norm, "where": elementwise.where,
-               "matmul": mm.nl_matmul, "transpose": mm.nl_transpose, "tensor": Tensor})
+               "matmul": mm.nl_matmul, "transpose": mm.nl_transpose, "tensor": Tensor, "rand": rand,
+               "fp32": _FloatConstants(np.float32), "bfp16": _FloatConstants(dtypes.bfloat16),
+               "fp16": _FloatConstants(np.float16)})
     for fname in ("ndarray", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like", "full_like",
                   "ndarray_like", "load", "store", "copy", "broadcast_to", "load_transpose2d",
                   "shared_identity_matrix", "shared_constant"):

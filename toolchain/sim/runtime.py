@@ -19,6 +19,7 @@ import numpy as np
 from ..errors import NkiError, Related, SourceLocation
 from ..location import caller_location
 from ..targets import Target, get_target
+from . import memory_model
 
 if TYPE_CHECKING:
     from .tensor import Storage
@@ -60,13 +61,7 @@ class Simulation:
     grid: tuple[int, ...] = ()
     program_ids: tuple[int, ...] = ()
     deadline: float = float("inf")
-    live_sbuf: int = 0
-    live_psum: int = 0
-    peak_sbuf: int = 0
-    peak_psum: int = 0
-    last_alloc: SourceLocation | None = None
-    live: "weakref.WeakValueDictionary[int, Storage]" = field(default_factory=weakref.WeakValueDictionary)
-    live_ids: set[int] = field(default_factory=set)
+    memory: Any = None  # memory_model.MemoryModel, created with the simulation
     affine: list[AffineFrame] = field(default_factory=list)
     loop_depth: int = 0
     shared: dict[tuple[Any, ...], Any] = field(default_factory=dict)
@@ -74,64 +69,16 @@ class Simulation:
     trace: list[TraceEntry] = field(default_factory=list)
     warnings: list[Any] = field(default_factory=list)
     instructions: int = 0
-    psum_open: dict[int, np.ndarray] = field(default_factory=dict)  # PSUM elements inside an open matmul accumulation group
+    psum_open: "weakref.WeakKeyDictionary[Any, np.ndarray]" = field(default_factory=weakref.WeakKeyDictionary)  # PSUM elements inside an open matmul accumulation group
     trace_limit: int = 20000  # bound the trace so huge unrolled kernels cannot exhaust memory
 
     # -- time ---------------------------------------------------------------------------------
     def tick(self) -> None:
-        """Called by every op and loop step; enforces the cooperative deadline and capacity."""
+        """Called by every op and loop step; advances the clock and enforces the cooperative deadline."""
         self.instructions += 1
+        memory_model.CLOCK[0] += 1
         if self.instructions & 0x3F == 0 and time.monotonic() > self.deadline:
             raise NkiError("sim_timeout", "kernel exceeded the simulation time limit", caller_location())
-        self.check_capacity()
-
-    # -- memory -------------------------------------------------------------------------------
-    def check_capacity(self) -> None:
-        """Raise when live on-chip tensors provably exceed capacity.
-
-        Per-partition use is estimated as total live bytes / 128: the maximum over partitions is at
-        least the average, so this never reports an overflow that the hardware would not have.
-        """
-        t = self.target
-        if self.live_sbuf > t.sbuf_bytes_per_partition * t.pmax:
-            self._overflow("err_stack_overflow_sbuf", "SBUF", self.live_sbuf, t.sbuf_bytes_per_partition, "sbuf")
-        if self.live_psum > t.psum_bytes_per_partition * t.pmax:
-            self._overflow("err_stack_overflow_psum", "PSUM", self.live_psum, t.psum_bytes_per_partition, "psum")
-
-    def _overflow(self, code: str, label: str, used: int, cap: int, buf: str) -> None:
-        biggest = sorted((s for s in self.live.values() if s.buffer.kind == buf), key=lambda s: -s.nbytes)[:3]
-        related = tuple(
-            Related(s.site, f"live {label} tensor '{s.name}' {list(s.shape)} uses {s.nbytes // self.target.pmax} B/partition")
-            for s in biggest
-            if s.site is not None
-        )
-        msg = (f"live {label} tensors need at least {used // self.target.pmax} bytes per partition, more than the "
-               f"{cap} bytes available on {self.target.name}")
-        raise NkiError(code, msg, self.last_alloc or caller_location(), related)
-
-    def allocate(self, storage: "Storage") -> None:
-        kind = storage.buffer.kind
-        if kind == "sbuf":
-            self.live_sbuf += storage.nbytes
-            self.peak_sbuf = max(self.peak_sbuf, self.live_sbuf)
-        elif kind == "psum":
-            self.live_psum += storage.nbytes
-            self.peak_psum = max(self.peak_psum, self.live_psum)
-        else:
-            return
-        self.live[id(storage)] = storage
-        self.live_ids.add(id(storage))
-        self.last_alloc = storage.site
-
-    def release(self, storage_id: int, kind: str, nbytes: int) -> None:
-        self.psum_open.pop(storage_id, None)
-        if storage_id not in self.live_ids:
-            return
-        self.live_ids.discard(storage_id)
-        if kind == "sbuf":
-            self.live_sbuf -= nbytes
-        elif kind == "psum":
-            self.live_psum -= nbytes
 
     # -- trace --------------------------------------------------------------------------------
     def record(self, loc: SourceLocation | None, name: str, shape: tuple[int, ...], dtype: str, buffer: str) -> None:
@@ -175,7 +122,9 @@ class activate:
 def new_simulation(target: str | Target | None, generation: str, time_limit: float | None = None) -> Simulation:
     tgt = target if isinstance(target, Target) else get_target(target)
     deadline = time.monotonic() + time_limit if time_limit else float("inf")
-    return Simulation(target=tgt, generation=generation, deadline=deadline)
+    sim = Simulation(target=tgt, generation=generation, deadline=deadline)
+    sim.memory = memory_model.MemoryModel(tgt.pmax, tgt.sbuf_bytes_per_partition, tgt.psum_bytes_per_partition)
+    return sim
 
 
 def affine_loop(n_iter_values: Iterator[int], var_name: str = "i") -> Iterator[int]:

@@ -9,7 +9,6 @@ immutability of kernel inputs, affine-loop write conflicts, bounds and masks.
 
 from __future__ import annotations
 
-import weakref
 from typing import Any, Callable
 
 import numpy as np
@@ -20,6 +19,7 @@ from ..location import caller_location
 from . import runtime
 from .buffers import Buffer, as_buffer
 from .index import Index, Mask
+from .memory_model import CLOCK
 from .views import ViewsMixin, replay as _replay
 
 # Ops modules register the element-wise implementations used by Python operators on tensors.
@@ -30,7 +30,7 @@ class Storage:
     """One allocation: the backing array plus facts the checks need."""
 
     __slots__ = ("array", "buffer", "name", "site", "written", "immutable", "is_param", "mutated", "par_axis",
-                 "affine_ids", "__weakref__")
+                 "affine_ids", "interval", "__weakref__")
 
     def __init__(self, array: np.ndarray, buffer: Buffer, name: str, site: SourceLocation | None,
                  par_axis: int = 0) -> None:
@@ -42,6 +42,7 @@ class Storage:
         self.immutable = False
         self.is_param = False
         self.mutated = False
+        self.interval: Any = None  # memory_model.Interval of on-chip storages (liveness)
         self.par_axis = par_axis
         sim = runtime.current()
         self.affine_ids = frozenset(id(f) for f in sim.affine) if sim else frozenset()
@@ -123,8 +124,9 @@ def allocate(shape: Any, dtype: Any, buffer: Any = None, name: str = "", fill: A
     if fill is not None or initial is not None:
         st.written = True
     if buf.is_on_chip:
-        sim.allocate(st)
-        weakref.finalize(st, sim.release, id(st), buf.kind, st.nbytes)
+        free_bytes = int(np.prod(shp[p_axis + 1:], dtype=np.int64)) * dt.itemsize * (
+            int(np.prod(shp[:p_axis], dtype=np.int64)) if p_axis else 1)
+        st.interval = sim.memory.allocate(st, buf.kind, free_bytes)
     sim.record(site, name or "", shp, dtypes.name(dt), buf.label)
     return Tensor(st)
 
@@ -187,13 +189,13 @@ def par_dim(n: int) -> ParDim:
 class Tensor(ViewsMixin):
     """A view of a Storage. Basic steps are NumPy views; ``coords`` holds classic advanced indexing."""
 
-    __slots__ = ("storage", "view", "steps", "coords", "par_axis", "_cshape", "__weakref__")
+    __slots__ = ("storage", "arr", "steps", "coords", "par_axis", "_cshape", "__weakref__")
     __array_priority__ = 1000
 
     def __init__(self, storage: Storage, view: np.ndarray | None = None, steps: tuple[Any, ...] = (),
                  coords: tuple[np.ndarray, ...] | None = None, par_axis: int | None = None) -> None:
         self.storage = storage
-        self.view = storage.array if view is None else view
+        self.arr = storage.array if view is None else view
         self.steps = steps
         self.coords = coords  # index arrays that broadcast together (kept small: not materialised)
         self._cshape = tuple(np.broadcast_shapes(*[c.shape for c in coords])) if coords else ()
@@ -203,12 +205,12 @@ class Tensor(ViewsMixin):
     @property
     def shape(self) -> tuple[int, ...]:
         if self.coords is None:
-            return tuple(self.view.shape)
+            return tuple(self.arr.shape)
         return self._cshape
 
     @property
     def dtype(self) -> np.dtype[Any]:
-        return self.view.dtype
+        return self.arr.dtype
 
     @property
     def ndim(self) -> int:
@@ -220,7 +222,7 @@ class Tensor(ViewsMixin):
 
     @property
     def itemsize(self) -> int:
-        return int(self.view.dtype.itemsize)
+        return int(self.arr.dtype.itemsize)
 
     @property
     def buffer(self) -> Buffer:
@@ -232,7 +234,7 @@ class Tensor(ViewsMixin):
 
     @property
     def is_full(self) -> bool:
-        return self.coords is None and self.view.shape == self.storage.array.shape and not self.steps
+        return self.coords is None and self.arr.shape == self.storage.array.shape and not self.steps
 
     def describe(self) -> str:
         return f"{self.name}{list(self.shape)}"
@@ -249,16 +251,19 @@ class Tensor(ViewsMixin):
     # -- reading ------------------------------------------------------------------------------
     def read(self, mask: Any = None) -> np.ndarray:
         """Values of the view (advanced coordinates gathered; masked-out positions may be anything)."""
+        iv = self.storage.interval
+        if iv is not None:
+            iv.last = CLOCK[0]
         if self.storage.buffer.kind == "psum":
             sim = runtime.current()
-            if sim is not None and id(self.storage) in sim.psum_open:
-                self.shadow_set(sim.psum_open[id(self.storage)], False)  # reading closes the accumulation group
+            if sim is not None and self.storage in sim.psum_open:
+                self.shadow_set(sim.psum_open[self.storage], False)  # reading closes the accumulation group
         if self.coords is None:
-            return self.view
+            return self.arr
         if mask is not None and mask_values(mask).all():
             mask = None
         coords = self._checked_coords(mask)
-        return self.view[coords]
+        return self.arr[coords]
 
     def shadow_get(self, shadow: np.ndarray) -> np.ndarray:
         """The elements of a storage-shaped side array that this view covers."""
@@ -281,13 +286,13 @@ class Tensor(ViewsMixin):
         """Coordinates after the static bounds check; out-of-bounds is allowed only where masked off."""
         assert self.coords is not None
         bad_dims = [d for d, c in enumerate(self.coords)
-                    if c.size and (int(c.min()) < 0 or int(c.max()) >= self.view.shape[d])]
+                    if c.size and (int(c.min()) < 0 or int(c.max()) >= self.arr.shape[d])]
         if not bad_dims:
             return self.coords
         valid = None if mask is None else np.broadcast_to(mask_values(mask), self.shape)
         out = []
         for dim, c in enumerate(self.coords):
-            n = self.view.shape[dim]
+            n = self.arr.shape[dim]
             if dim in bad_dims:
                 full = np.broadcast_to(c, self.shape)
                 bad = (full < 0) | (full >= n)
@@ -327,7 +332,7 @@ class Tensor(ViewsMixin):
         new_par = 0
         int_free: list[int] = []
         for dim, k in enumerate(keys):
-            n = self.view.shape[dim]
+            n = self.arr.shape[dim]
             if isinstance(k, slice):
                 norm.append(self._check_slice(k, n, dim))
                 if dim < self.par_axis:
@@ -357,7 +362,7 @@ class Tensor(ViewsMixin):
             i = norm[last]
             norm[last] = slice(i, i + 1)
         nkey = tuple(norm)
-        view = self.view[nkey]
+        view = self.arr[nkey]
         return Tensor(self.storage, view, self.steps + (nkey,), None, new_par if on_chip else 0)
 
     def _check_slice(self, k: slice, n: int, dim: int) -> slice:
@@ -404,7 +409,7 @@ class Tensor(ViewsMixin):
             base = np.broadcast_shapes(*[a.shape for a in arrays])
             extra = []
             for j in range(missing):
-                n = self.view.shape[len(keys) + j]
+                n = self.arr.shape[len(keys) + j]
                 extra.append(np.arange(n).reshape((1,) * len(base) + (1,) * j + (n,) + (1,) * (missing - j - 1)))
             arrays = [a.reshape(a.shape + (1,) * missing) for a in arrays] + extra
         try:
@@ -412,13 +417,13 @@ class Tensor(ViewsMixin):
         except ValueError:
             raise NkiError("sim_shape_mismatch", f"index arrays of shapes {[a.shape for a in arrays]} do not broadcast",
                            caller_location()) from None
-        return Tensor(self.storage, self.view, self.steps, tuple(arrays), 0)
+        return Tensor(self.storage, self.arr, self.steps, tuple(arrays), 0)
 
     def _index_advanced_view(self, keys: tuple[Any, ...]) -> "Tensor":
         assert self.coords is not None
         k2 = tuple(k.values if isinstance(k, Index) else k for k in keys)
         coords = tuple(np.asarray(np.broadcast_to(c, self.shape)[k2]) for c in self.coords)
-        return Tensor(self.storage, self.view, self.steps, coords, 0)
+        return Tensor(self.storage, self.arr, self.steps, coords, 0)
 
     # -- writing ------------------------------------------------------------------------------
     def __setitem__(self, key: Any, value: Any) -> None:
@@ -440,6 +445,8 @@ class Tensor(ViewsMixin):
         """Store values into this view (cast to its dtype), honouring mask and all write checks."""
         sim = runtime.current()
         st = self.storage
+        if st.interval is not None:
+            st.interval.last = CLOCK[0]
         if st.immutable:
             raise NkiError("err_cannot_update_immutable_parameter",
                            f"Cannot update immutable parameter `{st.name}`: kernel inputs are read-only unless "
@@ -461,12 +468,12 @@ class Tensor(ViewsMixin):
             small = mask_values(mask)
             if not small.all():  # an all-true mask (every full tile) costs nothing
                 mvals = np.broadcast_to(small, shape)
-        if sim is not None and st.buffer.kind == "psum" and id(st) in sim.psum_open:
-            self.shadow_set(sim.psum_open[id(st)], False)  # any other write ends the accumulation group
+        if sim is not None and st.buffer.kind == "psum" and st in sim.psum_open:
+            self.shadow_set(sim.psum_open[st], False)  # any other write ends the accumulation group
         if sim is not None and sim.affine and not accumulate:
             self._check_affine(sim, mvals)
         if self.coords is None:
-            target = self.view
+            target = self.arr
             if accumulate:
                 upd = dtypes.cast(dtypes.to_fp32(target) + dtypes.to_fp32(vals), target.dtype)
             else:
@@ -480,12 +487,12 @@ class Tensor(ViewsMixin):
             if mvals is not None:
                 coords = tuple(np.broadcast_to(c, shape)[mvals] for c in coords)
                 vals = vals[mvals]
-            cur = self.view[coords]
+            cur = self.arr[coords]
             if accumulate:
-                upd = dtypes.cast(dtypes.to_fp32(cur) + dtypes.to_fp32(vals), self.view.dtype)
+                upd = dtypes.cast(dtypes.to_fp32(cur) + dtypes.to_fp32(vals), self.arr.dtype)
             else:
-                upd = dtypes.cast(vals, self.view.dtype)
-            self.view[coords] = upd
+                upd = dtypes.cast(vals, self.arr.dtype)
+            self.arr[coords] = upd
         st.written = True
         if st.is_param:
             st.mutated = True
@@ -606,7 +613,7 @@ class _Accumulated(Tensor):
     __slots__ = ("pending",)
 
     def __init__(self, t: Tensor) -> None:
-        super().__init__(t.storage, t.view, t.steps, t.coords, t.par_axis)
+        super().__init__(t.storage, t.arr, t.steps, t.coords, t.par_axis)
         self.pending = True
 
 

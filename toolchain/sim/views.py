@@ -78,7 +78,7 @@ class ViewsMixin:
 
     __slots__ = ()
 
-    view: np.ndarray
+    arr: np.ndarray
 
     def _dim(self, dim: int) -> int:
         nd = len(self.shape)  # type: ignore[attr-defined]
@@ -94,8 +94,8 @@ class ViewsMixin:
             raise _fail(f"cannot reshape {list(cur)} into {list(shp)}: element counts differ")
         if self.buffer.is_on_chip and shp and cur and shp[0] != cur[0]:  # type: ignore[attr-defined]
             raise _fail(f"reshape of an on-chip tensor must keep the partition dim {cur[0]}, got {list(shp)}")
-        view = self.view.reshape(shp)
-        if view.size and not np.shares_memory(view, self.view):
+        view = self.arr.reshape(shp)
+        if view.size and not np.shares_memory(view, self.arr):
             raise _fail("this view is not contiguous and cannot be reshaped")
         return self._derive(view, ReshapeStep(shp))  # type: ignore[attr-defined]
 
@@ -103,7 +103,7 @@ class ViewsMixin:
         shp = list(self.shape)  # type: ignore[attr-defined]
         d = dim + len(shp) + 1 if dim < 0 else dim
         shp.insert(d, 1)
-        return self._derive(self.view.reshape(shp), ReshapeStep(tuple(shp)))  # type: ignore[attr-defined]
+        return self._derive(self.arr.reshape(shp), ReshapeStep(tuple(shp)))  # type: ignore[attr-defined]
 
     def squeeze_dim(self, dim: int) -> Any:
         d = self._dim(dim)
@@ -111,7 +111,7 @@ class ViewsMixin:
         if shp[d] != 1:
             raise _fail(f"squeeze_dim({dim}) of a dim of size {shp[d]}")
         del shp[d]
-        return self._derive(self.view.reshape(shp), ReshapeStep(tuple(shp)))  # type: ignore[attr-defined]
+        return self._derive(self.arr.reshape(shp), ReshapeStep(tuple(shp)))  # type: ignore[attr-defined]
 
     def reshape_dim(self, dim: int, shape: Any) -> Any:
         d = self._dim(dim)
@@ -129,7 +129,7 @@ class ViewsMixin:
         axes = tuple(int(d) for d in dims)
         if self.buffer.is_on_chip and axes and axes[0] != 0:  # type: ignore[attr-defined]
             raise _fail(f"permute{list(axes)} would move the partition dim of an on-chip tensor")
-        return self._derive(self.view.transpose(axes), PermuteStep(axes))  # type: ignore[attr-defined]
+        return self._derive(self.arr.transpose(axes), PermuteStep(axes))  # type: ignore[attr-defined]
 
     def broadcast(self, dim: int, size: int) -> Any:
         d = self._dim(dim)
@@ -139,7 +139,7 @@ class ViewsMixin:
         if d == 0 and self.buffer.is_on_chip:  # type: ignore[attr-defined]
             raise _fail("cannot broadcast the partition dim of an on-chip tensor with a view")
         shp[d] = int(size)
-        return self._derive(np.broadcast_to(self.view, shp), BroadcastStep((d, int(size))))  # type: ignore[attr-defined]
+        return self._derive(np.broadcast_to(self.arr, shp), BroadcastStep((d, int(size))))  # type: ignore[attr-defined]
 
     def slice(self, dim: int, start: int, end: int, step: int = 1) -> Any:
         d = self._dim(dim)
@@ -151,11 +151,12 @@ class ViewsMixin:
         key = tuple(slice(None) for _ in range(d)) + (index,)
         return self[key]  # type: ignore[index]
 
-    def view_as(self, dtype: Any) -> Any:
+    def view(self, dtype: Any) -> Any:
+        """Reinterpret the bytes as another dtype of the same size (``NkiTensor.view``)."""
         dt = dtypes.as_dtype(dtype)
-        if dt.itemsize != self.view.dtype.itemsize:
+        if dt.itemsize != self.arr.dtype.itemsize:
             raise _fail("view() between dtypes of different sizes is not modelled by the simulator yet")
-        return self._derive(self.view.view(dt), DtypeStep(dt), getattr(self, "par_axis", 0))  # type: ignore[attr-defined]
+        return self._derive(self.arr.view(dt), DtypeStep(dt), getattr(self, "par_axis", 0))  # type: ignore[attr-defined]
 
     def ap(self, pattern: Any, offset: Any = 0, scalar_offset: Any = None, vector_offset: Any = None,
            indirect_dim: int = 0, dtype: Any = None) -> Any:
@@ -176,5 +177,18 @@ class ViewsMixin:
 
         return Tensor(st, step.apply(base), (step,), None, 0)
 
+    reinterpret_cast = view
+
+    def broadcast_to(self, shape: Any) -> Any:
+        """Classic ``tile.broadcast_to(shape)``: a new tile (same as ``nl.broadcast_to``)."""
+        from .ops.memory import broadcast_to
+
+        return broadcast_to(self, shape)
+
+    def astype(self, dtype: Any) -> Any:
+        from .ops.memory import copy
+
+        return copy(self, dtype=dtype)
+
     def is_contiguous(self) -> bool:
-        return bool(self.view.flags.c_contiguous)
+        return bool(self.arr.flags.c_contiguous)

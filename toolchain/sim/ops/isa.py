@@ -239,13 +239,13 @@ def nc_matmul_into(api: str, dst: Tensor, stationary: Any, moving: Any, accumula
                        f"{dst.describe()}", caller_location(), c.where(dst))
     res = res.reshape(dst.shape)
     st = dst.storage
-    flags = s.psum_open.get(id(st))
+    flags = s.psum_open.get(st)
     if flags is None:
         flags = np.zeros(st.array.shape, dtype=bool)
-        s.psum_open[id(st)] = flags
+        s.psum_open[st] = flags
     if accumulate is None:
         open_ = dst.shadow_get(flags)
-        cur = dtypes.to_fp32(dst.view if dst.coords is None else dst.read())
+        cur = dtypes.to_fp32(dst.arr if dst.coords is None else dst.read())
         vals = np.where(open_, cur + res, res)
         dst.write(vals)
     elif accumulate:

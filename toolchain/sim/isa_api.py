@@ -371,18 +371,24 @@ def _checked_call(fn: Any, qualname: str, generation: str) -> Any:
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
         try:
-            sig.bind(*args, **kwargs)
-        except TypeError as e:
-            if generation == runtime.NEW and ("mask" in kwargs or "dtype" in kwargs):
-                bad = "mask" if "mask" in kwargs else "dtype"
-                raise NkiError("sim_removed_api",
-                               f"{qualname}: '{bad}=' was removed in the new NKI API (the output dtype is dst.dtype; "
-                               "masks become slices)", caller_location()) from None
-            params = ", ".join(p for p in sig.parameters if p not in ("kw", "name"))
-            hint = " (new API: the destination tile comes first)" if generation == runtime.NEW else ""
-            raise NkiError("sim_invalid_argument", f"{qualname}({params}){hint}: {str(e).split(': ', 1)[-1]}",
-                           caller_location()) from None
-        return fn(*args, **kwargs)
+            return fn(*args, **kwargs)
+        except TypeError:
+            try:
+                sig.bind(*args, **kwargs)
+            except TypeError as e:  # the call shape was wrong: say so in NKI's terms
+                raise _call_error(e, args, kwargs) from None
+            raise  # a TypeError from inside the op: report it as it is
+
+    def _call_error(e: TypeError, args: tuple[Any, ...], kwargs: dict[str, Any]) -> NkiError:
+        if generation == runtime.NEW and ("mask" in kwargs or "dtype" in kwargs):
+            bad = "mask" if "mask" in kwargs else "dtype"
+            return NkiError("sim_removed_api",
+                            f"{qualname}: '{bad}=' was removed in the new NKI API (the output dtype is dst.dtype; "
+                            "masks become slices)", caller_location())
+        params = ", ".join(p for p in sig.parameters if p not in ("kw", "name"))
+        hint = " (new API: the destination tile comes first)" if generation == runtime.NEW else ""
+        return NkiError("sim_invalid_argument", f"{qualname}({params}){hint}: {str(e).split(': ', 1)[-1]}",
+                        caller_location())
 
     return call
 

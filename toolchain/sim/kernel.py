@@ -145,7 +145,7 @@ def launch(kernel: Kernel, grid: tuple[int, ...], args: tuple[Any, ...], kwargs:
     sim.kernel_file = sim.kernel_code.co_filename if sim.kernel_code else ""
     sim.grid = grid
     record = LaunchRecord(kernel.__name__, sim.target.name, kernel.generation, grid)
-    with runtime.activate(sim):
+    with runtime.activate(sim), np.errstate(all="ignore"):  # NaN/inf are values here, as on the engines
         params = _bind_params(func, kernel.generation, args, kwargs)
         result: Any = None
         instances = list(itertools.product(*[range(g) for g in grid])) if grid else [()]

@@ -9,6 +9,7 @@ immutability of kernel inputs, affine-loop write conflicts, bounds and masks.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 import numpy as np
@@ -218,7 +219,7 @@ class Tensor(ViewsMixin):
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     @property
     def itemsize(self) -> int:

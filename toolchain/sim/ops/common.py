@@ -208,8 +208,7 @@ def apply_alu(api: str, op: Any, a: np.ndarray, b: np.ndarray | None = None) -> 
     if fn is None:
         raise NkiError("sim_unsupported_api", f"operator '{name}' of '{api}' is not modelled by the embedded simulator",
                        caller_location())
-    with np.errstate(all="ignore"):
-        return fn(a) if b is None else fn(a, b)
+    return fn(a) if b is None else fn(a, b)  # launch() runs kernels under np.errstate(all="ignore")
 
 
 def mask_of(mask: Any) -> np.ndarray | None:

@@ -18,6 +18,7 @@ from .. import runtime
 from ..index import Index, Mask
 from ..tensor import Tensor
 from . import common as c
+from .elementwise import UNARY
 from .matmul import check_psum_dst, matmul_values, transpose_values
 
 # reduce_res accumulators of ScalarE persist across activation calls (reduce_cmd semantics)
@@ -123,15 +124,13 @@ def tensor_scalar_values(data: Any, op0: Any, operand0: Any, reverse0: bool = Fa
 
 
 def _scalar_step(api: str, op: Any, x: np.ndarray, operand: Any, reverse: bool) -> np.ndarray:
-    from .elementwise import UNARY
-
     name = c.op_name(op)
     if name in UNARY:
         return c.apply_alu(api, op, x)
     if operand is None:
         raise NkiError("sim_invalid_argument", f"operator '{name}' of '{api}' needs an operand", caller_location())
-    b = np.broadcast_to(operand, x.shape) if isinstance(operand, np.ndarray) else np.full(x.shape, operand, np.float32)
-    return c.apply_alu(api, op, b, x) if reverse else c.apply_alu(api, op, x, b)
+    res = c.apply_alu(api, op, operand, x) if reverse else c.apply_alu(api, op, x, operand)
+    return np.broadcast_to(res, x.shape) if np.shape(res) != x.shape else res
 
 
 def tensor_reduce_values(op: Any, data: Any, axis: Any, negate: bool = False, keepdims: bool = False) -> np.ndarray:

@@ -135,7 +135,8 @@ def promote(a: Any, b: Any) -> np.dtype[Any]:
     signed, unsigned = (x, y) if x.kind == "i" else (y, x)
     if signed.itemsize > unsigned.itemsize:
         return signed
-    return {1: int16, 2: int32}.get(unsigned.itemsize, float32)
+    widened: dict[int, np.dtype[Any]] = {1: int16, 2: int32}
+    return widened.get(unsigned.itemsize, float32)
 
 
 def weak_scalar_dtype(v: Any) -> np.dtype[Any]:

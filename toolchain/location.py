@@ -70,7 +70,7 @@ def frame_location(frame: FrameType) -> SourceLocation:
 
 def user_frame(start: FrameType | None = None) -> FrameType | None:
     """The innermost frame that belongs to user code, walking outward from ``start``."""
-    frame = start if start is not None else sys._getframe(1)
+    frame: FrameType | None = start if start is not None else sys._getframe(1)
     while frame is not None:
         if is_user_file(frame.f_code.co_filename):
             return frame
@@ -90,7 +90,10 @@ def traceback_location(tb: TracebackType | None) -> SourceLocation | None:
     while tb is not None:
         if is_user_file(tb.tb_frame.f_code.co_filename):
             code = tb.tb_frame.f_code
-            line, end_line, col, end_col = tb.tb_lineno, None, None, None
+            line: int | None = tb.tb_lineno
+            end_line: int | None = None
+            col: int | None = None
+            end_col: int | None = None
             try:
                 pos = _positions(code)[tb.tb_lasti // 2]
                 if pos[0] is not None:

@@ -239,7 +239,7 @@ def uninstall(saved: dict[str, Any]) -> None:
             with contextlib.suppress(AttributeError):
                 delattr(parent, "nki")
         else:
-            parent.nki = saved["neuronxcc.nki@attr"]  # type: ignore[attr-defined]
+            parent.nki = saved["neuronxcc.nki@attr"]  # type: ignore[union-attr]
 
 
 @contextlib.contextmanager

@@ -120,7 +120,7 @@ def _normalise_grid(grid: Any) -> tuple[int, ...]:
     items = grid if isinstance(grid, tuple) else (grid,)
     out: list[int] = []
     for g in items:
-        out.append(int(getattr(g, "size", g)))
+        out.append(int(getattr(g, "size", g) or 0))
     return tuple(out)
 
 

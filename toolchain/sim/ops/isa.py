@@ -74,7 +74,7 @@ def reduce_into(api: str, res: np.ndarray, reduce_op: Any, reduce_res: Any, redu
         raise NkiError("sim_invalid_argument", f"reduce_res of '{api}' must be a tile", caller_location())
     axes = tuple(range(1, res.ndim))
     name = c.op_name(reduce_op) if reduce_op is not None else "add"
-    fns = {"add": np.sum, "maximum": np.max, "minimum": np.min, "multiply": np.prod}
+    fns: dict[str, Any] = {"add": np.sum, "maximum": np.max, "minimum": np.min, "multiply": np.prod}
     fn = fns.get(name)
     if fn is None:
         raise NkiError("sim_invalid_argument", f"reduce_op '{name}' of '{api}' is not a reduction", caller_location())
@@ -143,7 +143,7 @@ def tensor_reduce_values(op: Any, data: Any, axis: Any, negate: bool = False, ke
     x = c.fp32(data)
     axes = normalise_axes(api, axis, x.ndim)
     name = c.op_name(op)
-    fns = {"add": np.sum, "maximum": np.max, "minimum": np.min, "multiply": np.prod,
+    fns: dict[str, Any] = {"add": np.sum, "maximum": np.max, "minimum": np.min, "multiply": np.prod,
            "logical_and": lambda a, axis, keepdims: np.all(a != 0, axis=axis, keepdims=keepdims),
            "logical_or": lambda a, axis, keepdims: np.any(a != 0, axis=axis, keepdims=keepdims),
            "abs_max": lambda a, axis, keepdims: np.max(np.abs(a), axis=axis, keepdims=keepdims)}

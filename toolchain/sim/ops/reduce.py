@@ -16,7 +16,7 @@ from ...location import caller_location
 from ..tensor import Tensor
 from . import common as c
 
-_REDUCERS: dict[str, Callable[..., np.ndarray]] = {
+_REDUCERS: dict[str, Callable[..., Any]] = {
     "sum": np.sum, "max": np.max, "min": np.min, "mean": np.mean, "prod": np.prod, "var": np.var,
     "all": lambda a, axis, keepdims: np.all(a != 0, axis=axis, keepdims=keepdims).astype(np.float32),
 }

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from nki_agent.toolchain.errors import NkiError
 from nki_agent.toolchain.shim import installed
 
 with installed():
-    import neuronxcc.nki as nki
     import neuronxcc.nki.isa as nisa
     import neuronxcc.nki.language as nl
     import nki as nnki
     import nki.isa as nnisa
     import nki.language as nnl
+    from neuronxcc import nki
 
 FMIN = float(np.finfo(np.float32).min)
 RNG = np.random.default_rng(1)
@@ -193,9 +192,9 @@ def c_range(a, b0, b1):
                                reduce_cmd=nisa.reduce_cmd.reset_reduce, reduce_op=np.max, range_start=0,
                                on_false_value=FMIN)
     # chained call: the accumulators continue across calls; only the last one reads them out
-    r2 = nisa.range_select(on_true_tile=x, comp_op0=np.greater_equal, comp_op1=np.less, bound0=lo, bound1=hi,
-                           reduce_cmd=nisa.reduce_cmd.reduce, reduce_res=rr, reduce_op=np.max,
-                           range_start=a.shape[1], on_false_value=FMIN)
+    nisa.range_select(on_true_tile=x, comp_op0=np.greater_equal, comp_op1=np.less, bound0=lo, bound1=hi,
+                      reduce_cmd=nisa.reduce_cmd.reduce, reduce_res=rr, reduce_op=np.max,
+                      range_start=a.shape[1], on_false_value=FMIN)
     nl.store(out, r)
     nl.store(red, rr)
     return out, red

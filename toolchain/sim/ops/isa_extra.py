@@ -15,7 +15,8 @@ The Vector Engine accumulator registers shared by ``select_reduce``, ``range_sel
 from __future__ import annotations
 
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -40,18 +41,13 @@ def _err(code: str, msg: str, *tiles: Any) -> NkiError:
 
 
 def _tile(api: str, name: str, x: Any, psum: bool = True) -> Tensor:
-    """An on-chip tile operand (SBUF, or PSUM when the engine can read it)."""
+    """An on-chip tile operand (SBUF, or PSUM when the engine can read it); ``dst`` of the new API comes first."""
     if not isinstance(x, Tensor):
-        raise _err("sim_invalid_argument", f"'{name}' of '{api}' must be a tile, got {type(x).__name__}")
+        new = name == "dst" and runtime.require(api).generation == runtime.NEW
+        first = " (new NKI API: the destination tile is the first argument)" if new else ""
+        raise _err("sim_invalid_argument", f"'{name}' of '{api}' must be a tile{first}, got {type(x).__name__}")
     c.require_on_chip(api, name, x, allow_psum=psum)
     return x
-
-
-def _dst(api: str, dst: Any, psum: bool = True) -> Tensor:
-    if not isinstance(dst, Tensor):
-        raise _err("sim_invalid_argument", f"'{api}' takes the destination tile as its first argument (new NKI API); "
-                   f"got {type(dst).__name__}")
-    return _tile(api, "dst", dst, psum)
 
 
 def _free(t: Tensor) -> int:
@@ -117,40 +113,30 @@ def _rows_mask(mask: Any, shape: tuple[int, ...]) -> np.ndarray | None:
 
 
 # ----------------------------------------------------------- Vector Engine accumulator registers
-class _State:
-    def __init__(self) -> None:
-        self.acc: np.ndarray | None = None
-        self.rng = np.random.default_rng(0)
+_STATES: dict[int, list[Any]] = {}  # id(simulation) -> [accumulators (P, 1) or None, dropout generator]
+_FOLDS: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {
+    "add": (np.sum, np.add), "subtract": (np.sum, np.subtract), "multiply": (np.prod, np.multiply),
+    "maximum": (np.max, np.maximum), "minimum": (np.min, np.minimum)}
 
 
-_STATES: dict[int, _State] = {}
-
-
-def _state(s: runtime.Simulation) -> _State:
+def _state(s: runtime.Simulation) -> list[Any]:
     st = _STATES.get(id(s))
     if st is None:
-        st = _STATES[id(s)] = _State()
+        st = _STATES[id(s)] = [None, np.random.default_rng(0)]
         weakref.finalize(s, _STATES.pop, id(s), None)
     return st
 
 
 def _fold(op: str, start: np.ndarray, vals: np.ndarray) -> np.ndarray:
-    x = _flat(vals)
+    red, comb = _FOLDS[op]
     with np.errstate(all="ignore"):
-        if op == "add":
-            return (start + x.sum(axis=1, keepdims=True)).astype(np.float32)
-        if op == "subtract":
-            return (start - x.sum(axis=1, keepdims=True)).astype(np.float32)
-        if op == "multiply":
-            return (start * x.prod(axis=1, keepdims=True)).astype(np.float32)
-        fn = np.maximum if op == "maximum" else np.minimum
-        return fn(start, x.max(axis=1, keepdims=True) if op == "maximum" else x.min(axis=1, keepdims=True))
+        return np.asarray(comb(start, red(_flat(vals), axis=1, keepdims=True)), dtype=np.float32)
 
 
 def _start(api: str, s: runtime.Simulation, cmd: int, op: str, p: int, init: Any) -> np.ndarray:
     """Accumulator value before this instruction's reduction (reset / reduce / load_reduce)."""
     if cmd == _REDUCE:
-        acc = _state(s).acc
+        acc = _state(s)[0]
         if acc is None or acc.shape[0] != p:
             raise _err("sim_invalid_argument", f"'{api}' uses reduce_cmd.reduce but the Vector Engine accumulators "
                        "hold no value for these partitions (start the chain with reset_reduce or load_reduce)")
@@ -175,12 +161,12 @@ def _reduce(api: str, s: runtime.Simulation, vals: np.ndarray, op: str, reduce_c
             raise _err("sim_unsupported_dtype", f"reduce_res of '{api}' must be a float tile, got "
                        f"{dtypes.name(res.dtype)}", res)
     if cmd == _IDLE:
-        _state(s).acc = None  # "accumulator state unknown" after an idle instruction
+        _state(s)[0] = None  # "accumulator state unknown" after an idle instruction
         acc = _fold(op, _start(api, s, _RESET_REDUCE, op, p, None), vals)
     elif cmd == _RESET:
-        acc = _state(s).acc = _start(api, s, _RESET, op, p, None)
+        acc = _state(s)[0] = _start(api, s, _RESET, op, p, None)
     else:
-        acc = _state(s).acc = _fold(op, _start(api, s, cmd, op, p, init), vals)
+        acc = _state(s)[0] = _fold(op, _start(api, s, cmd, op, p, init), vals)
     if reduce_res is not None:
         reduce_res.write((-acc if negate else acc).reshape(reduce_res.shape))
 
@@ -214,7 +200,7 @@ def c_tensor_tensor_scan(data0: Any, data1: Any, initial: Any, op0: Any, op1: An
 def n_tensor_tensor_scan(dst: Any, data0: Any, data1: Any, initial: Any, op0: Any, op1: Any, reverse0: bool = False,
                          reverse1: bool = False, name: Any = None) -> None:
     c.sim("tensor_tensor_scan")
-    c.store_into("tensor_tensor_scan", _dst("tensor_tensor_scan", dst),
+    c.store_into("tensor_tensor_scan", _tile("tensor_tensor_scan", "dst", dst),
                  tensor_tensor_scan_values(data0, data1, initial, op0, op1, reverse0, reverse1))
 
 
@@ -224,11 +210,10 @@ def n_tensor_scalar_cumulative(dst: Any, src: Any, op0: Any, op1: Any, imm0: Any
     """tensor_scalar_cumulative (sdk 2.32, new only): reg = op1(op0(src[i], imm0), reg); dst[i] = reg."""
     api = "tensor_scalar_cumulative"
     s = c.sim(api)
-    d, x = _dst(api, dst), _tile(api, "src", src)
+    d, x = _tile(api, "dst", dst), _tile(api, "src", src)
     _same_layout(api, ("dst", d), ("src", x))
-    bad = ("int32", "uint32")
-    _dtype_in(api, "src", x, tuple(k for k in dtypes.ALL if k not in bad), "a non-32-bit-integer dtype")
-    _dtype_in(api, "dst", d, tuple(k for k in dtypes.ALL if k not in bad), "a non-32-bit-integer dtype")
+    for n, t in (("src", x), ("dst", d)):
+        _dtype_in(api, n, t, tuple(k for k in dtypes.ALL if k not in ("int32", "uint32")), "a non-32-bit-int dtype")
     n0 = c.op_name(op0)
     if n0 in _BITVEC:
         raise _err("sim_invalid_argument", f"op0 of '{api}' must be an arithmetic operator, got '{n0}'")
@@ -245,7 +230,7 @@ def n_tensor_scalar_cumulative(dst: Any, src: Any, op0: Any, op1: Any, imm0: Any
     with np.errstate(all="ignore"):
         for i in range(y.shape[1]):
             reg = out[:, i] = f1(y[:, i], reg)
-    _state(s).acc = reg.reshape(p, 1).astype(np.float32)
+    _state(s)[0] = reg.reshape(p, 1).astype(np.float32)
     c.store_into(api, d, out.reshape(x.shape))
 
 
@@ -275,8 +260,6 @@ def select_reduce_values(dst: Tensor, predicate: Any, on_true: Any, on_false: An
     x = c.fp32(t)
     m = _predicate(api, predicate, _PRED_SELECT, reverse_pred, x.shape)
     p = x.shape[0]
-    if isinstance(on_false, Tensor):
-        _tile(api, "on_false", on_false)
     f = np.broadcast_to(_vector_operand(api, "on_false", on_false, p), (p, 1))
     res = np.where(m, x, f.reshape((p,) + (1,) * (x.ndim - 1))).astype(np.float32)
     _reduce(api, s, res, "maximum", reduce_cmd, reduce_res, float_res=True)
@@ -296,7 +279,7 @@ def n_select_reduce(dst: Any, predicate: Any, on_true: Any, on_false: Any, reduc
                     reduce_cmd: Any = _IDLE, reduce_op: Any = "maximum", reverse_pred: bool = False,
                     name: Any = None) -> None:
     c.sim("select_reduce")
-    d = _dst("select_reduce", dst)
+    d = _tile("select_reduce", "dst", dst)
     c.store_into("select_reduce", d, select_reduce_values(d, predicate, on_true, on_false, reduce_res, reduce_cmd,
                                                           reduce_op, reverse_pred))
 
@@ -351,7 +334,7 @@ def n_range_select(dst: Any, on_true_tile: Any, comp_op0: Any, comp_op1: Any, bo
                    reduce_cmd: Any = _RESET_REDUCE, reduce_res: Any = None, reduce_op: Any = "maximum",
                    range_start: Any = 0, on_false_value: Any = _FP32_MIN, name: Any = None) -> None:
     c.sim("range_select")
-    d = _dst("range_select", dst)
+    d = _tile("range_select", "dst", dst)
     c.store_into("range_select", d, range_select_values(on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd,
                                                         reduce_res, reduce_op, range_start, on_false_value))
 
@@ -382,7 +365,7 @@ def c_tensor_copy_predicated(*, src: Any, dst: Any, predicate: Any, reverse_pred
 
 def n_tensor_copy_predicated(dst: Any, src: Any, predicate: Any, reverse_pred: bool = False, name: Any = None) -> None:
     c.sim("tensor_copy_predicated")
-    d = _dst("tensor_copy_predicated", dst)
+    d = _tile("tensor_copy_predicated", "dst", dst)
     c.store_into("tensor_copy_predicated", d, copy_predicated_values(d, src, predicate, reverse_pred))
 
 
@@ -436,7 +419,7 @@ def c_nc_stream_shuffle(src: Any, dst: Any, shuffle_mask: Any, *, dtype: Any = N
 
 def n_nc_stream_shuffle(dst: Any, src: Any, shuffle_mask: Any, name: Any = None) -> None:
     c.sim("nc_stream_shuffle")
-    stream_shuffle_into("nc_stream_shuffle", src, _dst("nc_stream_shuffle", dst), shuffle_mask)
+    stream_shuffle_into("nc_stream_shuffle", src, _tile("nc_stream_shuffle", "dst", dst), shuffle_mask)
 
 
 # ------------------------------------------------------------------------------ local_gather
@@ -486,7 +469,7 @@ def c_local_gather(src_buffer: Any, index: Any, num_elem_per_idx: Any = 1, num_v
 def n_local_gather(dst: Any, src_buffer: Any, index: Any, num_elem_per_idx: Any = 1, num_valid_indices: Any = None,
                    name: Any = None) -> None:
     c.sim("local_gather")
-    d = _dst("local_gather", dst, psum=False)
+    d = _tile("local_gather", "dst", dst, False)
     res = local_gather_values(src_buffer, index, num_elem_per_idx, num_valid_indices)
     _same_dtype("local_gather", d, src_buffer, "dst", "src_buffer")
     c.store_into("local_gather", d, res)
@@ -497,7 +480,7 @@ def n_nc_n_gather(dst: Any, data: Any, indices: Any, name: Any = None) -> None:
     """nc_n_gather (sdk 2.32, new only, GpSimd): dst[p, j] = flat(data)[p, indices[p, j]], all in SBUF."""
     api = "nc_n_gather"
     c.sim(api)
-    d, x, ix = _dst(api, dst, psum=False), _tile(api, "data", data, psum=False), _tile(api, "indices", indices, False)
+    d, x, ix = _tile(api, "dst", dst, False), _tile(api, "data", data, psum=False), _tile(api, "indices", indices, False)
     c.check_same_partitions(api, (("dst", d), ("data", x), ("indices", ix)))
     _same_dtype(api, d, x, "dst", "data")
     _dtype_in(api, "indices", ix, ("uint32",))
@@ -527,7 +510,7 @@ def dropout_values(data: Any, prob: Any) -> np.ndarray:
     if np.any((pr < 0) | (pr > 1)):
         raise _err("sim_invalid_argument", f"drop probability of '{api}' must be in [0, 1]")
     v = _flat(c.fp32(x))
-    keep = _state(s).rng.random(v.shape, dtype=np.float32) >= np.broadcast_to(pr, (v.shape[0], 1))
+    keep = _state(s)[1].random(v.shape, dtype=np.float32) >= np.broadcast_to(pr, (v.shape[0], 1))
     return np.where(keep, v, np.float32(0)).reshape(x.shape)
 
 
@@ -542,7 +525,7 @@ def c_dropout(data: Any, prob: Any, *, mask: Any = None, dtype: Any = None, **kw
 
 def n_dropout(dst: Any, data: Any, prob: Any, name: Any = None) -> None:
     c.sim("dropout")
-    d = _dst("dropout", dst)
+    d = _tile("dropout", "dst", dst)
     res = dropout_values(data, prob)
     _same_dtype("dropout", d, data, "dst", "data")
     c.store_into("dropout", d, res)
@@ -594,7 +577,7 @@ def n_dma_transpose(dst: Any, src: Any, axes: Any = None, priority: Any = None, 
                     oob_mode: Any = None, name: Any = None) -> None:
     api = "dma_transpose"
     c.sim(api)
-    d = _dst(api, dst, psum=False)
+    d = _tile(api, "dst", dst, False)
     res = dma_transpose_values(src, axes, dge_mode)
     _same_dtype(api, d, src)
     if tuple(d.shape) != res.shape:
@@ -637,7 +620,7 @@ def c_max8(*, src: Any, mask: Any = None, dtype: Any = None, **kw: Any) -> Tenso
 
 def n_max8(dst: Any, src: Any, name: Any = None) -> None:
     c.sim("max8")
-    d = _dst("max8", dst)
+    d = _tile("max8", "dst", dst)
     res = max8_values(src)
     if d.shape[0] != res.shape[0] or _free(d) != 8:
         raise _err("sim_shape_mismatch", f"dst {d.describe()} of 'max8' must be [{res.shape[0]}, 8]", d)
@@ -674,7 +657,7 @@ def c_nc_find_index8(*, data: Any, vals: Any, mask: Any = None, dtype: Any = Non
 
 def n_nc_find_index8(dst: Any, data: Any, vals: Any, name: Any = None) -> None:
     c.sim("nc_find_index8")
-    d = _dst("nc_find_index8", dst)
+    d = _tile("nc_find_index8", "dst", dst)
     c.store_into("nc_find_index8", d, find_index8_values(data, vals, d.dtype))
 
 
@@ -715,7 +698,7 @@ def c_nc_match_replace8(*, data: Any, vals: Any, imm: Any, dst_idx: Any = None, 
 
 def n_nc_match_replace8(dst: Any, data: Any, vals: Any, imm: Any, dst_idx: Any = None, name: Any = None) -> None:
     c.sim("nc_match_replace8")
-    d = _dst("nc_match_replace8", dst)
+    d = _tile("nc_match_replace8", "dst", dst)
     sentinel = int(np.iinfo(dst_idx.dtype).max) if isinstance(dst_idx, Tensor) and dtypes.is_int(dst_idx.dtype) else 0
     c.store_into("nc_match_replace8", d, match_replace8_values(data, vals, imm, dst_idx, True, sentinel))
 
@@ -746,7 +729,7 @@ def c_tensor_partition_reduce(op: Any, data: Any, *, mask: Any = None, dtype: An
 
 def n_tensor_partition_reduce(dst: Any, op: Any, data: Any, name: Any = None) -> None:
     c.sim("tensor_partition_reduce")
-    d = _dst("tensor_partition_reduce", dst, psum=False)
+    d = _tile("tensor_partition_reduce", "dst", dst, False)
     c.store_into("tensor_partition_reduce", d, partition_reduce_values(op, data))
 
 
@@ -783,7 +766,7 @@ def n_tensor_scalar_reduce(dst: Any, data: Any, op0: Any, operand0: Any, reduce_
                            reverse0: bool = False, reduce_cmd: Any = _RESET_REDUCE, reduce_init: Any = None,
                            reduce_res_negate: bool = False, name: Any = None) -> None:
     c.sim("tensor_scalar_reduce")
-    d = _dst("tensor_scalar_reduce", dst)
+    d = _tile("tensor_scalar_reduce", "dst", dst)
     c.store_into("tensor_scalar_reduce", d, tensor_scalar_reduce_values(
         data, op0, operand0, reduce_op, reduce_res, reverse0, reduce_cmd, reduce_init, reduce_res_negate))
 
@@ -794,7 +777,7 @@ def n_exponential(dst: Any, src: Any, max_value: Any = 0.0, reduce_res: Any = No
     """exponential (sdk 2.32, new only, NeuronCore-v4 VectorE): dst = exp(src - max_value), sum into accumulators."""
     api = "exponential"
     s = c.sim(api)
-    d, x = _dst(api, dst), _tile(api, "src", src)
+    d, x = _tile(api, "dst", dst), _tile(api, "src", src)
     _same_layout(api, ("dst", d), ("src", x))
     if x.ndim > 4 or d.ndim > 4:
         raise _err("err_exceed_max_supported_dimension", f"'{api}' supports up to 4-D src/dst, got {x.describe()} -> "

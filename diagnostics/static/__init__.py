@@ -1,0 +1,169 @@
+"""As-you-type static checks of NKI kernels: ``check_text(path, text)`` -> diagnostics, no execution.
+
+Pipeline: tree-sitter finds imports, constants and functions in possibly broken text
+(``source.py``); every intact function that uses NKI is parsed with ``ast`` and abstractly interpreted
+(``interp.py``); rules (``rules/``, one file each) turn the events into findings; this module places
+them in the file and converts them to the shared ``Diagnostic`` model. A rule that crashes costs one
+informational diagnostic, never the others.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...toolchain.errors import doc_url
+from ..model import Diagnostic, Fix, TextEdit
+from . import rules as rules_pkg
+from .finding import Finding
+from .interp import Context, Event, Interpreter
+from .source import FunctionSpan, SourceInfo, analyse
+
+SOURCE = "nki-check"
+MAX_BYTES = 2 * 1024 * 1024  # as-you-type budget: kernel files are KBs; larger files get one info note
+KERNEL_DECORATORS = ("jit", "trace", "baremetal", "benchmark", "simulate_kernel", "nki_jit", "profile")
+
+
+@dataclass
+class Settings:
+    """What the user told us (target, and the API generation their SDK accepts)."""
+
+    target: str = "trn1"
+    sdk_generation: str = ""  # "new" when the installed SDK rejects classic kernels (NKI >= 0.4)
+    # kernel name -> parameter -> shape, e.g. from the task's get_inputs() (the "rank-aware" facts)
+    input_shapes: dict[str, dict[str, tuple[int, ...]]] = field(default_factory=dict)
+
+
+@dataclass
+class FunctionContext(Context):
+    """Context of one function: adds source access for fixes."""
+
+    text: str = ""
+    target: str = "trn1"
+    parents: dict[int, ast.AST] = field(default_factory=dict)
+
+    def segment(self, node: ast.AST) -> str | None:
+        return ast.get_source_segment(self.text, node)
+
+    def statement_of(self, node: ast.AST) -> ast.stmt | None:
+        cur: ast.AST | None = node
+        while cur is not None and not isinstance(cur, ast.stmt):
+            cur = self.parents.get(id(cur))
+        return cur if isinstance(cur, ast.stmt) else None
+
+
+def _info(path: str, message: str, code: str = "sim_bad_input") -> Diagnostic:
+    return Diagnostic(code, "info", message, path, 1, 1, 1, 2, SOURCE, doc_url(code))
+
+
+def check_text(path: str, text: str | bytes, settings: Settings | None = None) -> list[Diagnostic]:
+    """Static diagnostics of a kernel file's current text (saved or not)."""
+    settings = settings or Settings()
+    raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    if len(raw) > MAX_BYTES:
+        return [_info(path, f"file is {len(raw)} bytes; as-you-type NKI checks skip files over {MAX_BYTES} bytes")]
+    if b"\x00" in raw:
+        return [_info(path, "binary file: no NKI checks")]
+    source = raw.decode("utf-8", "replace")
+    info = analyse(raw)
+    if not info.generation:
+        return []
+    lines = source.split("\n")
+    out: list[Diagnostic] = []
+    failed: list[str] = []
+    for fn in info.functions:
+        if not fn.intact:
+            continue
+        out.extend(_check_function(path, lines, fn, info, settings, failed))
+    if failed:
+        out.append(_info(path, f"internal error in NKI check(s) {', '.join(sorted(set(failed)))}; other checks ran",
+                         "sim_python_exception"))
+    return _dedupe(out)
+
+
+def _check_function(path: str, lines: list[str], fn: FunctionSpan, info: SourceInfo, settings: Settings,
+                    failed: list[str]) -> list[Diagnostic]:
+    chunk = "\n".join(lines[fn.start_line - 1: fn.end_line])
+    if not any(alias in chunk for alias in info.aliases):
+        return []
+    dedented = textwrap.dedent(chunk)
+    indent = _indent_of(chunk, dedented)
+    try:
+        tree = ast.parse(dedented)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    node = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    if node is None:
+        return []
+    is_kernel = any(d.split(".")[-1] in KERNEL_DECORATORS for d in fn.decorators)
+    ctx = FunctionContext(aliases=info.aliases, constants=info.constants, generation=info.generation,
+                          is_kernel=is_kernel, text=dedented, target=settings.target,
+                          param_shapes=dict(settings.input_shapes.get(fn.name, {})))
+    for parent in ast.walk(node):
+        for child in ast.iter_child_nodes(parent):
+            ctx.parents[id(child)] = parent
+    findings: list[Finding] = []
+    by_kind: dict[str, list[Any]] = {}
+    for rule in rules_pkg.ALL:
+        for kind in rule.KINDS:
+            by_kind.setdefault(kind, []).append(rule)
+
+    def emit(event: Event) -> None:
+        for rule in by_kind.get(event.kind, ()):
+            try:
+                findings.extend(rule.check(event, ctx))
+            except Exception:  # a rule bug must not hide the other rules' findings
+                failed.append(rule.__name__.rsplit(".", 1)[-1])
+
+    try:
+        Interpreter(ctx, emit).run(node)
+    except RecursionError:
+        return []
+    return [_place(path, lines, fn.start_line, indent, f, ctx) for f in findings]
+
+
+def _indent_of(chunk: str, dedented: str) -> int:
+    first = next((line for line in chunk.split("\n") if line.strip()), "")
+    return len(first) - len(first.lstrip())
+
+
+def _column(lines: list[str], line: int, byte_col: int, indent: int) -> int:
+    """1-based character column of a byte offset in the dedented text."""
+    text = lines[line - 1] if 0 < line <= len(lines) else ""
+    raw = text.encode("utf-8")
+    return len(raw[: byte_col + indent].decode("utf-8", "ignore")) + 1
+
+
+def _span(lines: list[str], start_line: int, indent: int, node: ast.AST) -> tuple[int, int, int, int]:
+    line = getattr(node, "lineno", 1) + start_line - 1
+    end_line = (getattr(node, "end_lineno", None) or getattr(node, "lineno", 1)) + start_line - 1
+    col = _column(lines, line, getattr(node, "col_offset", 0), indent)
+    end_col = _column(lines, end_line, getattr(node, "end_col_offset", 0) or 0, indent)
+    return line, col, end_line, end_col
+
+
+def _place(path: str, lines: list[str], start_line: int, indent: int, f: Finding, ctx: FunctionContext) -> Diagnostic:
+    line, col, end_line, end_col = _span(lines, start_line, indent, f.node)
+    fixes = []
+    for nf in f.fixes:
+        edits = []
+        for node, new_text in nf.edits:
+            l1, c1, l2, c2 = _span(lines, start_line, indent, node)
+            edits.append(TextEdit(l1, c1, l2, c2, textwrap.indent(new_text, " " * indent).lstrip(" ")
+                                  if "\n" in new_text else new_text))
+        fixes.append(Fix(nf.title, tuple(edits)))
+    return Diagnostic(f.code, f.severity, f.message, path, line, col, end_line, max(end_col, col + 1) if
+                      end_line == line else end_col, SOURCE, doc_url(f.code), (), tuple(fixes))
+
+
+def _dedupe(diags: list[Diagnostic]) -> list[Diagnostic]:
+    seen: set[tuple[str, int, int]] = set()
+    out = []
+    for d in diags:
+        key = (d.code, d.line, d.column)
+        if key not in seen:
+            seen.add(key)
+            out.append(d)
+    return out

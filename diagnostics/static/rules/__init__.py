@@ -1,0 +1,10 @@
+"""Static rules: one module per rule, each exporting ``CODE``, ``KINDS`` (event kinds it reads) and
+``check(event, ctx) -> list[Finding]``. ``ALL`` is the registry, in a stable order."""
+
+from __future__ import annotations
+
+from . import (arange_1d, bool_on_tile, matmul_limits, mixed_indexing, partition_limit, psum_bank,
+               removed_api, shared_hbm_scope, wrong_buffer)
+
+ALL = [partition_limit, psum_bank, matmul_limits, wrong_buffer, bool_on_tile, arange_1d, mixed_indexing,
+       shared_hbm_scope, removed_api]

@@ -1,0 +1,88 @@
+"""Abstract values of the static checker: what is known for sure about a name at a program point.
+
+Everything is "known or unknown": an int is a number or ``None``; a tile has a shape whose dims are
+numbers or ``None``, a buffer (``hbm``/``sbuf``/``psum``) or ``None``. Rules report only on known facts,
+which is what keeps valid kernels free of squiggles.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Union
+
+
+@dataclass(frozen=True)
+class IntV:
+    value: int | None = None
+
+
+@dataclass(frozen=True)
+class ShapeV:
+    """The ``.shape`` tuple of a tile (dims may be unknown)."""
+
+    dims: tuple[int | None, ...] | None
+
+
+@dataclass(frozen=True)
+class TileV:
+    """A tensor: kernel parameter (HBM), an allocation, an op result, or a view of one of these."""
+
+    shape: tuple[int | None, ...] | None = None
+    dtype: str | None = None
+    buffer: str | None = None
+    origin: ast.AST | None = field(default=None, compare=False)
+    name: str = ""
+    is_param: bool = False
+
+
+@dataclass(frozen=True)
+class IndexV:
+    """An ``nl.arange``/``nl.mgrid`` index expression; ``ndim`` of its array."""
+
+    ndim: int | None
+    origin: ast.AST | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class BufferV:
+    kind: str  # hbm | sbuf | psum
+    shared: bool = False
+
+
+@dataclass(frozen=True)
+class DtypeV:
+    name: str
+
+
+@dataclass(frozen=True)
+class TupleV:
+    items: tuple["Value", ...]
+
+
+@dataclass(frozen=True)
+class UnknownV:
+    pass
+
+
+UNKNOWN = UnknownV()
+Value = Union[IntV, ShapeV, TileV, IndexV, BufferV, DtypeV, TupleV, UnknownV]
+
+
+def known_int(v: Value) -> int | None:
+    return v.value if isinstance(v, IntV) else None
+
+
+def join(a: Value, b: Value) -> Value:
+    """Value after control flow merges: equal facts survive, anything else becomes unknown."""
+    if a == b:
+        return a
+    if isinstance(a, TileV) and isinstance(b, TileV):
+        shape = None
+        if a.shape is not None and b.shape is not None and len(a.shape) == len(b.shape):
+            shape = tuple(x if x == y else None for x, y in zip(a.shape, b.shape))
+        return TileV(shape, a.dtype if a.dtype == b.dtype else None, a.buffer if a.buffer == b.buffer else None,
+                     a.origin, a.name if a.name == b.name else "", a.is_param and b.is_param)
+    if isinstance(a, IntV) and isinstance(b, IntV):
+        return IntV(None)
+    return UNKNOWN

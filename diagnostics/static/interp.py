@@ -19,6 +19,17 @@ TILE_SIZE = {"pmax": 128, "psum_fmax": 512, "psum_bank_fmax": 512, "gemm_station
 DTYPE_BYTES = {"float32": 4, "tfloat32": 4, "int32": 4, "uint32": 4, "float16": 2, "bfloat16": 2, "int16": 2,
                "uint16": 2, "int8": 1, "uint8": 1, "bool_": 1, "float8_e4m3": 1, "float8_e5m2": 1,
                "float8_e4m3fn": 1, "fp32": 4, "bf16": 2, "fp16": 2}
+# APIs whose result is certainly a tile (everything else, e.g. program_id or get_nc_version, is not)
+NL_TILE_RESULTS = {"load", "copy", "matmul", "transpose", "broadcast_to", "where", "softmax", "rms_norm", "load_transpose2d",
+                   "exp", "log", "sqrt", "rsqrt", "reciprocal", "square", "abs", "negative", "sign", "trunc", "floor",
+                   "ceil", "sin", "cos", "tan", "tanh", "arctan", "sigmoid", "relu", "gelu", "gelu_dx", "gelu_apprx_tanh",
+                   "silu", "silu_dx", "erf", "erf_dx", "softplus", "mish", "add", "subtract", "multiply", "divide",
+                   "power", "maximum", "minimum", "equal", "not_equal", "greater", "greater_equal", "less", "less_equal",
+                   "logical_and", "logical_or", "logical_xor", "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor",
+                   "invert", "left_shift", "right_shift", "sum", "max", "min", "mean", "prod", "var", "all"}
+CLASSIC_ISA_TILE_RESULTS = {"nc_matmul", "nc_transpose", "activation", "activation_reduce", "tensor_tensor",
+                            "tensor_scalar", "tensor_reduce", "tensor_copy", "iota", "memset", "affine_select",
+                            "bn_stats", "bn_aggr", "reciprocal", "scalar_tensor_tensor", "tensor_tensor_scan"}
 ALLOCATORS = {"ndarray", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like", "full_like", "rand"}
 LOOPS = {"affine_range", "sequential_range", "static_range", "range", "tile_range", "dynamic_range"}
 MAX_STATEMENTS = 200_000  # bound on statements walked per function (a generated 50 MB file stays fast)
@@ -91,11 +102,13 @@ class Interpreter:
     def param(self, arg: ast.arg) -> Value:
         shape: tuple[int | None, ...] | None = self.ctx.param_shapes.get(arg.arg)
         ann = arg.annotation
-        if isinstance(ann, ast.Subscript):  # nt.tensor[128, 512]
+        if isinstance(ann, ast.Subscript) and self.api(self.qualname(ann.value)) in (("nt", "tensor"),
+                                                                                      ("nt", "mutable_tensor")):
             dims = ann.slice.elts if isinstance(ann.slice, ast.Tuple) else [ann.slice]
             vals = [known_int(self.expr(d)) for d in dims]
             shape = tuple(vals)
-        return TileV(shape, None, "hbm", arg, arg.arg, True)
+        declared = shape is not None
+        return TileV(shape, None, "hbm", arg, arg.arg, True, certain=declared)
 
     # -- statements --------------------------------------------------------------------------------
     def block(self, body: list[ast.stmt]) -> None:
@@ -209,7 +222,7 @@ class Interpreter:
     # -- expressions ---------------------------------------------------------------------------------
     def truth(self, test: ast.expr, where: str) -> None:
         value = self.expr(test)
-        if isinstance(value, (TileV, IndexV)):
+        if isinstance(value, IndexV) or (isinstance(value, TileV) and value.certain):
             self.emit(Event("truth", test, {"value": value, "where": where}))
 
     def expr(self, e: ast.expr | None) -> Value:
@@ -231,7 +244,7 @@ class Interpreter:
             return self.binop(e)
         if isinstance(e, ast.UnaryOp):
             v = self.expr(e.operand)
-            if isinstance(e.op, ast.Not) and isinstance(v, (TileV, IndexV)):
+            if isinstance(e.op, ast.Not) and (isinstance(v, IndexV) or (isinstance(v, TileV) and v.certain)):
                 self.emit(Event("truth", e, {"value": v, "where": "not"}))
             if isinstance(e.op, ast.USub) and known_int(v) is not None:
                 return IntV(-known_int(v))  # type: ignore[operator]
@@ -239,15 +252,18 @@ class Interpreter:
         if isinstance(e, ast.BoolOp):
             for operand in e.values:
                 v = self.expr(operand)
-                if isinstance(v, (TileV, IndexV)):
+                if isinstance(v, IndexV) or (isinstance(v, TileV) and v.certain):
                     self.emit(Event("truth", e, {"value": v, "where": "and" if isinstance(e.op, ast.And) else "or",
                                                   "operand": operand}))
             return UNKNOWN
         if isinstance(e, ast.Compare):
             vals = [self.expr(e.left)] + [self.expr(c) for c in e.comparators]
+            if any(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in e.ops) or any(
+                    isinstance(c, ast.Constant) and c.value is None for c in [e.left] + e.comparators):
+                return UNKNOWN  # identity / None / membership tests are compile-time Python
             if any(isinstance(v, IndexV) for v in vals):
                 return IndexV(None, e)  # a mask
-            return TileV(None, None, "sbuf", e) if any(isinstance(v, TileV) for v in vals) else UNKNOWN
+            return TileV(None, None, "sbuf", e) if any(isinstance(v, TileV) and v.certain for v in vals) else UNKNOWN
         if isinstance(e, (ast.Tuple, ast.List)):
             return TupleV(tuple(self.expr(x) for x in e.elts))
         if isinstance(e, ast.Subscript):
@@ -289,10 +305,12 @@ class Interpreter:
         if isinstance(a, IndexV) or isinstance(b, IndexV):
             nd = [v.ndim for v in (a, b) if isinstance(v, IndexV)]
             return IndexV(max((n for n in nd if n is not None), default=None) if None not in nd else None, e)
-        if isinstance(a, TileV) or isinstance(b, TileV):
+        if (isinstance(a, TileV) and a.certain) or (isinstance(b, TileV) and b.certain):
             t = a if isinstance(a, TileV) else b
             assert isinstance(t, TileV)
             return TileV(t.shape if not (isinstance(a, TileV) and isinstance(b, TileV)) else None, None, "sbuf", e)
+        if isinstance(a, TileV) or isinstance(b, TileV):
+            return UNKNOWN
         x, y = known_int(a), known_int(b)
         if x is None or y is None:
             return IntV(None) if isinstance(a, IntV) and isinstance(b, IntV) else UNKNOWN
@@ -361,7 +379,7 @@ class Interpreter:
             shape: tuple[int | None, ...] | None = None
             if kinds and all(kd == "slice" for kd in kinds) and (base.shape is None or len(kinds) == len(base.shape)):
                 shape = tuple(dims)  # with an unknown base rank, dim 0 (the partition dim) is still exact
-            return TileV(shape, base.dtype, base.buffer, base.origin, base.name, base.is_param)
+            return TileV(shape, base.dtype, base.buffer, base.origin, base.name, base.is_param, base.certain)
         return UNKNOWN
 
     def call(self, e: ast.Call) -> Value:
@@ -387,10 +405,13 @@ class Interpreter:
                          "sbuf", e)
         if (ns == "nl" and name == "matmul") or (ns == "nisa" and name == "nc_matmul" and self.ctx.generation == "classic"):
             return TileV(None, "float32", "psum", e)
-        if ns in ("nl", "nisa") and self.ctx.generation != "new" or ns == "nl":
+        if (ns == "nl" and name in NL_TILE_RESULTS) or (
+                ns == "nisa" and name in CLASSIC_ISA_TILE_RESULTS and self.ctx.generation == "classic"):
             first = next((a for a in args if isinstance(a, TileV)), None)
-            return TileV(first.shape if first is not None and name not in ("transpose", "nc_transpose", "load_transpose2d")
-                         else None, None, None, e)
+            same_shape = first is not None and name not in ("transpose", "nc_transpose", "load_transpose2d", "sum",
+                                                            "max", "min", "mean", "prod", "var", "all", "tensor_reduce",
+                                                            "bn_stats", "bn_aggr", "nc_matmul", "broadcast_to")
+            return TileV(first.shape if same_shape and first is not None else None, None, None, e)
         return UNKNOWN
 
     def allocation(self, e: ast.Call, name: str, args: list[Value], kwargs: dict[str, Value]) -> Value:

@@ -34,6 +34,7 @@ class TileV:
     origin: ast.AST | None = field(default=None, compare=False)
     name: str = ""
     is_param: bool = False
+    certain: bool = True  # False for kernel parameters not declared as tensors (they may be scalars/None/config)
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,7 @@ def join(a: Value, b: Value) -> Value:
         if a.shape is not None and b.shape is not None and len(a.shape) == len(b.shape):
             shape = tuple(x if x == y else None for x, y in zip(a.shape, b.shape))
         return TileV(shape, a.dtype if a.dtype == b.dtype else None, a.buffer if a.buffer == b.buffer else None,
-                     a.origin, a.name if a.name == b.name else "", a.is_param and b.is_param)
+                     a.origin, a.name if a.name == b.name else "", a.is_param and b.is_param, a.certain and b.certain)
     if isinstance(a, IntV) and isinstance(b, IntV):
         return IntV(None)
     return UNKNOWN

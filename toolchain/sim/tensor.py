@@ -146,8 +146,10 @@ def _check_shared_hbm_scope(sim: runtime.Simulation, site: SourceLocation | None
         import ast
 
         for node in ast_context(site)[1:]:
-            if isinstance(node, (ast.For, ast.While, ast.If, ast.With)):
-                where = {ast.For: "a loop", ast.While: "a loop", ast.If: "an if block", ast.With: "a with block"}[type(node)]
+            # static_range / range loops are unrolled while tracing: published kernels allocate outputs there
+            if isinstance(node, ast.For) and isinstance(node.iter, ast.Call) and isinstance(node.iter.func, ast.Attribute) \
+                    and node.iter.func.attr in ("affine_range", "sequential_range"):
+                where = f"an nl.{node.iter.func.attr} loop"
                 break
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 break

@@ -14,7 +14,9 @@ KINDS = {"alloc"}
 
 def check(event: Event, ctx: object) -> list[Finding]:
     f = event.facts
-    if not f["shared"] or getattr(ctx, "generation", "") != "classic" or not f["loops"]:
+    # static_range (and plain range) loops are unrolled at trace time; published kernels allocate there
+    if not f["shared"] or getattr(ctx, "generation", "") != "classic" or not any(
+            kind in ("affine_range", "sequential_range") for kind, _ in f["loops"]):
         return []
     return [Finding(CODE, "shared_hbm tensors can only be created at the top level of the kernel, not inside a "
                     "loop; create it before the loop", event.node, fixes=_hoist(event, ctx))]

@@ -31,7 +31,7 @@ def check(event: Event, ctx: object) -> list[Finding]:
                             "tile; assign with dst[...] = value instead", event.node)]
     elif name in COMPUTE:
         for a in args:
-            if isinstance(a, TileV) and a.is_param and a.buffer == "hbm":
+            if isinstance(a, TileV) and a.is_param and a.certain and a.buffer == "hbm":
                 return [Finding(CODE, f"nl.{name} computes on SBUF/PSUM tiles, but `{a.name}` is a kernel argument "
                                 "in HBM; nl.load it into a tile first", event.node)]
     return []

@@ -53,6 +53,7 @@ class Diagnostic:
     doc_url: str
     related: tuple[RelatedInfo, ...] = field(default_factory=tuple)
     fixes: tuple[Fix, ...] = field(default_factory=tuple)
+    not_your_bug: bool = False  # an internal compiler error: the kernel is not at fault
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -61,6 +62,7 @@ class Diagnostic:
             "source": self.source, "doc_url": self.doc_url,
             "related": [r.__dict__ for r in self.related],
             "fixes": [{"title": f.title, "edits": [e.__dict__ for e in f.edits]} for f in self.fixes],
+            "not_your_bug": self.not_your_bug,
         }
 
 

@@ -23,30 +23,34 @@ def check(event: Event, ctx: object) -> list[Finding]:
 
 
 def _hoist(event: Event, ctx: object) -> list[NodeFix]:
-    """Move ``name = nl.ndarray(..., buffer=nl.shared_hbm)`` to just above the outermost loop."""
+    """Move the allocating statement (with its comment) to just above the outermost loop."""
     statement_of = getattr(ctx, "statement_of", None)
-    segment = getattr(ctx, "segment", None)
-    if statement_of is None or segment is None:
+    text = getattr(ctx, "text", "")
+    if statement_of is None or not text:
         return []
     stmt = statement_of(event.node)
     outer = event.facts["loops"][0][1]
-    if not isinstance(stmt, ast.Assign) or stmt.lineno == outer.lineno:
+    if not isinstance(stmt, ast.Assign) or stmt.end_lineno is None or outer.end_lineno is None:
         return []
-    text = segment(stmt)
-    if text is None or "\n" in text:
+    lines = text.split("\n")
+    moved = lines[stmt.lineno - 1: stmt.end_lineno]
+    loop = lines[outer.lineno - 1: outer.end_lineno]
+    body = [line for k, line in enumerate(loop, outer.lineno) if not stmt.lineno <= k <= stmt.end_lineno]
+    if len(body) < 2:  # the loop would be left empty
         return []
-    indent = " " * outer.col_offset
-    loop_text = segment(outer)
-    if loop_text is None:
-        return []
-    # one edit on the loop: prefix the hoisted statement, and drop it from inside the body
-    new_loop = loop_text.replace(text + "\n", "", 1) if text + "\n" in loop_text else None
-    if new_loop is None:
-        return []
-    new_loop = _drop_blank(new_loop, text)
-    return [NodeFix("Hoist the shared_hbm allocation out of the loop", [(outer, f"{text}\n{indent}{new_loop}")])]
+    shift = len(moved[0]) - len(moved[0].lstrip()) - outer.col_offset
+    hoisted = [m[shift:] if m[:shift].strip() == "" else m for m in moved]
+    new = "\n".join(h.lstrip() if i == 0 else h for i, h in enumerate(hoisted)) + "\n" + \
+        "\n".join(body)
+    return [NodeFix("Hoist the shared_hbm allocation out of the loop", [(_LoopSpan(outer, len(loop[-1])), new)])]
 
 
-def _drop_blank(loop_text: str, removed: str) -> str:
-    lines = loop_text.split("\n")
-    return "\n".join(line for line in lines if line.strip() or not line)
+class _LoopSpan(ast.AST):
+    """The loop's full lines (to the end of its last line, comments included)."""
+
+    def __init__(self, loop: ast.stmt, last_line_len: int) -> None:
+        super().__init__()
+        self.lineno = loop.lineno
+        self.col_offset = loop.col_offset
+        self.end_lineno = loop.end_lineno
+        self.end_col_offset = last_line_len

@@ -19,7 +19,7 @@ from ..model import Diagnostic, Fix, TextEdit
 from . import rules as rules_pkg
 from .finding import Finding
 from .interp import Context, Event, Interpreter
-from .source import FunctionSpan, SourceInfo, analyse
+from .source import FunctionSpan, SourceInfo, _generation, analyse
 
 SOURCE = "nki-check"
 MAX_BYTES = 2 * 1024 * 1024  # as-you-type budget: kernel files are KBs; larger files get one info note
@@ -42,10 +42,20 @@ class FunctionContext(Context):
 
     text: str = ""
     target: str = "trn1"
-    parents: dict[int, ast.AST] = field(default_factory=dict)
+    root: ast.AST | None = None
+    _parents: dict[int, ast.AST] | None = None
 
     def segment(self, node: ast.AST) -> str | None:
         return ast.get_source_segment(self.text, node)
+
+    @property
+    def parents(self) -> dict[int, ast.AST]:
+        if self._parents is None:  # built on demand: only fixes need it, and it costs a full walk
+            self._parents = {}
+            for parent in ast.walk(self.root) if self.root is not None else ():
+                for child in ast.iter_child_nodes(parent):
+                    self._parents[id(child)] = parent
+        return self._parents
 
     def statement_of(self, node: ast.AST) -> ast.stmt | None:
         cur: ast.AST | None = node
@@ -67,16 +77,23 @@ def check_text(path: str, text: str | bytes, settings: Settings | None = None) -
     if b"\x00" in raw:
         return [_info(path, "binary file: no NKI checks")]
     source = raw.decode("utf-8", "replace")
-    info = analyse(raw)
-    if not info.generation:
-        return []
     lines = source.split("\n")
     out: list[Diagnostic] = []
     failed: list[str] = []
-    for fn in info.functions:
-        if not fn.intact:
-            continue
-        out.extend(_check_function(path, lines, fn, info, settings, failed))
+    module = _parse_whole(source)
+    if module is not None:  # fast path: the file parses, one ast serves every function
+        info = module_info(module)
+        if not info.generation:
+            return []
+        for fn_node, decorators in _functions_of(module):
+            out.extend(_run(path, lines, fn_node, decorators, source, 1, 0, info, settings, failed))
+    else:  # the user is typing: tree-sitter finds the intact functions
+        info = analyse(raw)
+        if not info.generation:
+            return []
+        for fn in info.functions:
+            if fn.intact:
+                out.extend(_check_function(path, lines, fn, info, settings, failed))
     if failed:
         out.append(_info(path, f"internal error in NKI check(s) {', '.join(sorted(set(failed)))}; other checks ran",
                          "sim_python_exception"))
@@ -97,21 +114,19 @@ def _check_function(path: str, lines: list[str], fn: FunctionSpan, info: SourceI
     node = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
     if node is None:
         return []
-    is_kernel = any(d.split(".")[-1] in KERNEL_DECORATORS for d in fn.decorators)
+    return _run(path, lines, node, fn.decorators, dedented, fn.start_line, indent, info, settings, failed)
+
+
+def _run(path: str, lines: list[str], node: ast.FunctionDef | ast.AsyncFunctionDef, decorators: list[str], text: str,
+         start_line: int, indent: int, info: SourceInfo, settings: Settings, failed: list[str]) -> list[Diagnostic]:
+    is_kernel = any(d.split(".")[-1] in KERNEL_DECORATORS for d in decorators)
     ctx = FunctionContext(aliases=info.aliases, constants=info.constants, generation=info.generation,
-                          is_kernel=is_kernel, text=dedented, target=settings.target,
-                          param_shapes=dict(settings.input_shapes.get(fn.name, {})))
-    for parent in ast.walk(node):
-        for child in ast.iter_child_nodes(parent):
-            ctx.parents[id(child)] = parent
+                          is_kernel=is_kernel, text=text, target=settings.target, root=node,
+                          param_shapes=dict(settings.input_shapes.get(node.name, {})))
     findings: list[Finding] = []
-    by_kind: dict[str, list[Any]] = {}
-    for rule in rules_pkg.ALL:
-        for kind in rule.KINDS:
-            by_kind.setdefault(kind, []).append(rule)
 
     def emit(event: Event) -> None:
-        for rule in by_kind.get(event.kind, ()):
+        for rule in _BY_KIND.get(event.kind, ()):
             try:
                 findings.extend(rule.check(event, ctx))
             except Exception:  # a rule bug must not hide the other rules' findings
@@ -121,7 +136,68 @@ def _check_function(path: str, lines: list[str], fn: FunctionSpan, info: SourceI
         Interpreter(ctx, emit).run(node)
     except RecursionError:
         return []
-    return [_place(path, lines, fn.start_line, indent, f, ctx) for f in findings]
+    return [_place(path, lines, start_line, indent, f, ctx) for f in findings]
+
+
+_BY_KIND: dict[str, list[Any]] = {}
+for _rule in rules_pkg.ALL:
+    for _kind in _rule.KINDS:
+        _BY_KIND.setdefault(_kind, []).append(_rule)
+
+
+def _parse_whole(source: str) -> ast.Module | None:
+    try:
+        return ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def _functions_of(module: ast.Module) -> list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, list[str]]]:
+    """Every function (nested ones too) with its decorator names."""
+    out = []
+    stack: list[ast.AST] = [module]
+    while stack:
+        node = stack.pop()
+        for child in ast.iter_child_nodes(node) if not isinstance(node, ast.expr) else ():
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                out.append((child, [_dotted(d) for d in child.decorator_list]))
+                stack.append(child)
+            elif isinstance(child, (ast.ClassDef, ast.If, ast.Try, ast.With)):
+                stack.append(child)
+    out.sort(key=lambda x: x[0].lineno)
+    return out
+
+
+def _dotted(d: ast.expr) -> str:
+    target = d.func if isinstance(d, ast.Call) else d
+    parts = []
+    while isinstance(target, ast.Attribute):
+        parts.append(target.attr)
+        target = target.value
+    if isinstance(target, ast.Name):
+        parts.append(target.id)
+    return ".".join(reversed(parts))
+
+
+def module_info(module: ast.Module) -> SourceInfo:
+    """Imports and integer constants of a parsed module (the fast-path twin of ``source.analyse``)."""
+    info = SourceInfo()
+    for node in module.body:
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.asname:
+                    info.aliases[a.asname] = a.name
+                else:
+                    info.aliases[a.name.split(".")[0]] = a.name.split(".")[0]
+                    info.aliases.setdefault(a.name, a.name)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            for a in node.names:
+                info.aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and isinstance(node.value, ast.Constant) and type(node.value.value) is int:
+            info.constants[node.targets[0].id] = node.value.value
+    info.generation = _generation(info.aliases)
+    return info
 
 
 def _indent_of(chunk: str, dedented: str) -> int:

@@ -28,7 +28,7 @@ NRT_STATUS = "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.29.0/neuron-ru
 # Known-issues page of the classic front end (removed in SDK 2.27): pinned.
 KNOWN_ISSUES = "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.26.1/nki/about/nki_known_issues.html"
 # What to collect when the compiler itself is at fault.
-REPRO_HINT = ("this is a compiler bug, not your bug: report it at https://github.com/aws-neuron/aws-neuron-sdk/issues "
+REPRO_HINT = ("report it at https://github.com/aws-neuron/aws-neuron-sdk/issues "
               "with a repro bundle (the kernel, the exact neuronx-cc command line, log-neuron-cc.txt and the compiler "
               "work directory; rerun with XLA_IR_DEBUG=1 XLA_HLO_DEBUG=1 and --pipeline compile SaveTemps to keep it)")
 
@@ -150,4 +150,4 @@ def is_internal(code: str) -> bool:
     return bool(re.fullmatch(r"NCC_I[A-Z]{2,5}\d{3}", code))
 
 
-__all__ = ["Entry", "REPRO_HINT", "doc_url", "entries", "is_internal", "lookup", "normalize", "title"]
+__all__ = ["REPRO_HINT", "Entry", "doc_url", "entries", "is_internal", "lookup", "normalize", "title"]

@@ -142,7 +142,7 @@ def _diagnostic(f: Finding, path: str, span: tuple[int, int, int, int], related:
     if f.hint:
         message += f"\nhint: {f.hint}"
     if internal:
-        message += f"\nnot your bug: {catalog.REPRO_HINT}"
+        message += f"\nnot your bug (internal compiler error): {catalog.REPRO_HINT}"
     url = entry.doc_url if entry else catalog.doc_url(f.code) if f.code.startswith(("err_", "sim_")) \
         else catalog.NCC_INDEX
     line, col, end_line, end_col = span
@@ -150,4 +150,4 @@ def _diagnostic(f: Finding, path: str, span: tuple[int, int, int, int], related:
                       tuple(related), not_your_bug=internal)
 
 
-__all__ = ["parse_log", "MAX_DIAGNOSTICS"]
+__all__ = ["MAX_DIAGNOSTICS", "parse_log"]

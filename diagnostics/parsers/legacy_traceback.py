@@ -15,7 +15,7 @@ from .common import Finding, Frame, frames
 from .messages import classify
 
 # "ValueError: msg", "neuronxcc.nki.NKISyntaxError: msg", "AssertionError" (bare): at line start.
-_EXC = re.compile(r"^\s{0,8}(?:[A-Za-z_][\w.]{0,100}\.)?(?P<cls>[A-Z]\w{0,60}(?:Error|Exception)|AssertionError)"
+_EXC = re.compile(r"^\s{0,8}(?:[A-Za-z_][\w.]{0,100}\.)?(?P<cls>[A-Z]\w{0,60}(?:Error|Exception)|Exception)"
                   r"(?::\s?(?P<msg>.*))?$")
 _ANCHOR = re.compile(r"nki\.errors\.html#(err-[a-z0-9-]+)")
 # A traceback header resets the frame window of the next exception.
@@ -47,6 +47,8 @@ def parse(lines: list[str], known: frozenset[str], source_path: str | None) -> l
         if not m:
             continue
         cls, msg = m["cls"], (m["msg"] or "").strip()
+        if msg.startswith("Error(s) during tracing"):  # the blocks below it are tracing_block's
+            continue
         fs = [f for f in all_frames if window_start <= f.order < i]
         window_start = i + 1
         code = classify(msg, known) or _anchor_code(lines, i, known) or "sim_python_exception"

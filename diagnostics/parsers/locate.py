@@ -57,10 +57,15 @@ class Source:
         """Line creating tensor ``name``: ``name="name"`` in a call first, then an assignment to the variable."""
         quoted = re.compile(r"\bname\s*=\s*['\"]" + re.escape(name) + r"['\"]")
         assign = re.compile(r"^\s*" + re.escape(name) + r"\s*(?::[^=]{0,200})?=(?!=)")
-        for pat in (quoted, assign):
-            for i, ln in enumerate(self.lines):
-                if pat.search(ln):
-                    return i + 1
+        for i, ln in enumerate(self.lines):
+            if quoted.search(ln):  # a call spanning lines: blame its statement if it starts just above
+                for j in range(i, max(-1, i - 6), -1):
+                    if assign.search(self.lines[j]):
+                        return j + 1
+                return i + 1
+        for i, ln in enumerate(self.lines):
+            if assign.search(ln):
+                return i + 1
         return None
 
     def find_def(self, name: str) -> int | None:

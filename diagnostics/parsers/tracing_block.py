@@ -18,6 +18,8 @@ _HEADER = re.compile(r"^\s*(?P<f>\S[^:]{0,500}\.py):(?P<l>\d{1,9}):\s*$")
 _WARN = re.compile(r"^(?P<f>\S{1,500}\.py):(?P<l>\d{1,9}):(?P<c>\d{1,6}):\s*(?P<msg>.+)$")
 _ASSERT = re.compile(r"^\s*assertion failed:\s*(?P<msg>.*)$", re.IGNORECASE)
 _CALLED = re.compile(r"Called from (?P<f>\S{1,500}?\.py)(?: in (?P<fn>[\w.]{1,200})\(\))?", re.IGNORECASE)
+# Front-end messages printed without an exception class (harness logs keep only the message).
+_BARE = re.compile(r"^\s*(?:unsupported expression|unexpected output dependencies)", re.IGNORECASE)
 _ELLIPSIS = re.compile(r"^\s*\.\.\.\s?")
 
 
@@ -53,4 +55,6 @@ def parse(lines: list[str], known: frozenset[str]) -> list[Finding]:
                 text = text[:called.start()].strip()
             out.append(Finding(classify(text, known) or "nki_trace_error", text, i, "nki",
                                path=called["f"] if called else None, function=called["fn"] if called else None))
+        elif _BARE.match(ln) and (code := classify(ln, known)):
+            out.append(Finding(code, ln.strip(), i, "nki"))
     return out

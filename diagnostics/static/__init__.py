@@ -213,8 +213,9 @@ def _column(lines: list[str], line: int, byte_col: int, indent: int) -> int:
 
 
 def _span(lines: list[str], start_line: int, indent: int, node: ast.AST) -> tuple[int, int, int, int]:
-    line = getattr(node, "lineno", 1) + start_line - 1
-    end_line = (getattr(node, "end_lineno", None) or getattr(node, "lineno", 1)) + start_line - 1
+    first = getattr(node, "lineno", None) or 1
+    line = first + start_line - 1
+    end_line = (getattr(node, "end_lineno", None) or first) + start_line - 1
     col = _column(lines, line, getattr(node, "col_offset", 0), indent)
     end_col = _column(lines, end_line, getattr(node, "end_col_offset", 0) or 0, indent)
     return line, col, end_line, end_col

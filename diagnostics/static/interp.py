@@ -350,23 +350,23 @@ class Interpreter:
             return IndexV(n_axes if n_axes else None, e)
         kinds = []
         dims: list[int | None] = []
-        for k in keys:
-            if isinstance(k, ast.Slice):
+        for key in keys:
+            if isinstance(key, ast.Slice):
                 kinds.append("slice")
-                lo, hi, st = (known_int(self.expr(x)) if x is not None else None for x in (k.lower, k.upper, k.step))
-                if k.step is not None and st != 1:
+                lo, hi, st = (known_int(self.expr(x)) if x is not None else None for x in (key.lower, key.upper, key.step))
+                if key.step is not None and st != 1:
                     dims.append(None)
-                elif k.upper is not None and hi is not None and (k.lower is None or lo is not None):
+                elif key.upper is not None and hi is not None and (key.lower is None or lo is not None):
                     dims.append(hi - (lo or 0) if hi >= (lo or 0) and hi >= 0 and (lo or 0) >= 0 else None)
                 else:
-                    dims.append(None if k.upper is not None or not isinstance(base, TileV) or base.shape is None
+                    dims.append(None if key.upper is not None or not isinstance(base, TileV) or base.shape is None
                                 else (base.shape[len(dims)] if len(dims) < len(base.shape) else None))
             else:
-                v = self.expr(k)
+                v = self.expr(key)
                 if isinstance(v, IndexV):
                     kinds.append("index")
                     dims.append(None)
-                elif isinstance(k, ast.Constant) and k.value is Ellipsis:
+                elif isinstance(key, ast.Constant) and key.value is Ellipsis:
                     kinds.append("ellipsis")
                     dims.append(None)
                 else:

@@ -126,20 +126,9 @@ def result_dtype(dtype: Any, *operands: Any) -> np.dtype[Any]:
         out = dtypes.promote(out, t)
     for o in operands:
         if not isinstance(o, (Tensor, Index, Mask)) and o is not None and np.ndim(o) == 0:
-            w = dtypes.weak_scalar_dtype(o)
-            if dtypes.is_float(w) and not dtypes.is_float(out):
-                out = w
-            elif dtypes.is_float(w) and out in (dtypes.float16, dtypes.bfloat16) and not _exact_low(o, out):
-                out = dtypes.float32
+            # weak (untyped) scalars count as the widest hardware type of their kind: int32 / fp32
+            out = dtypes.promote(out, dtypes.weak_scalar_dtype(o))
     return out
-
-
-def _exact_low(v: Any, dt: np.dtype[Any]) -> bool:
-    # a literal that the low-precision type represents exactly (0, 1, 0.5 ...) does not widen in practice
-    try:
-        return bool(np.asarray(v, dtype=dt).astype(np.float64) == float(v))
-    except (TypeError, ValueError):
-        return False
 
 
 def new_tile(shape: tuple[int, ...], dtype: Any, buffer: Buffer | None = None, name: str = "") -> Tensor:

@@ -142,6 +142,10 @@ def tensor_reduce_values(op: Any, data: Any, axis: Any, negate: bool = False, ke
     c.require_on_chip(api, "data", data)
     x = c.fp32(data)
     axes = normalise_axes(api, axis, x.ndim)
+    if runtime.require(api).generation == runtime.NEW and axes != tuple(range(x.ndim - len(axes), x.ndim)):
+        raise NkiError("sim_invalid_argument",
+                       f"tensor_reduce axes {list(axes)} of a {x.ndim}-D tile must be the trailing free axes ending at "
+                       f"the last dim (e.g. {[x.ndim - 1]} or {list(range(1, x.ndim))})", caller_location())
     name = c.op_name(op)
     fns: dict[str, Any] = {"add": np.sum, "maximum": np.max, "minimum": np.min, "multiply": np.prod,
            "logical_and": lambda a, axis, keepdims: np.all(a != 0, axis=axis, keepdims=keepdims),

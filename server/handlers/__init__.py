@@ -1,0 +1,1 @@
+"""One module per LSP method family (documents, hover, inlay hints, code actions, code lens, commands)."""

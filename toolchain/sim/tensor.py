@@ -506,8 +506,8 @@ class Tensor(ViewsMixin):
             if id(frame) in st.affine_ids:
                 continue
             owners = frame.owners.get(id(st))
-            if owners is None:
-                owners = np.full(st.array.shape, -1, dtype=np.int32)
+            if owners is None:  # 0 = not written in this loop, k + 1 = last written by iteration k
+                owners = np.zeros(st.array.shape, dtype=np.int32)
                 frame.owners[id(st)] = owners
             region = _replay(owners, self.steps)
             if self.coords is not None:
@@ -517,20 +517,22 @@ class Tensor(ViewsMixin):
                 cur = region[coords]
             else:
                 cur = region if mvals is None else region[mvals]
-            clash = (cur >= 0) & (cur != frame.iteration)
-            if clash.any():
-                prev = int(cur[clash].flat[0])
-                raise NkiError("err_unexpected_output_dependencies",
-                               f"Unexpected output dependencies, different iterations of {frame.var_name} loop "
-                               f"(iterations {prev} and {frame.iteration}) write to `{st.name}`; index the "
-                               "destination with the loop variable or use nl.sequential_range",
-                               caller_location(), _created_here(st))
+            mark = frame.iteration + 1
+            if cur.size and int(cur.max()) != 0 and int(cur.min()) != mark:  # fast paths: untouched / all ours
+                clash = (cur > 0) & (cur != mark)
+                if clash.any():
+                    prev = int(cur[clash].flat[0]) - 1
+                    raise NkiError("err_unexpected_output_dependencies",
+                                   f"Unexpected output dependencies, different iterations of {frame.var_name} loop "
+                                   f"(iterations {prev} and {frame.iteration}) write to `{st.name}`; index the "
+                                   "destination with the loop variable or use nl.sequential_range",
+                                   caller_location(), _created_here(st))
             if self.coords is not None:
-                region[coords] = frame.iteration
+                region[coords] = mark
             elif mvals is None:
-                region[...] = frame.iteration
+                region[...] = mark
             else:
-                region[mvals] = frame.iteration
+                region[mvals] = mark
 
     def _derive(self, view: np.ndarray, step: Any, par_axis: int = 0) -> "Tensor":
         """A new view of the same storage, one step further down the chain."""

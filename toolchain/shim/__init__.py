@@ -28,10 +28,6 @@ _NAMES = ("neuronxcc", "neuronxcc.nki", "neuronxcc.nki.language", "neuronxcc.nki
 
 def _jit_factory(generation: str) -> Callable[..., Any]:
     def jit(func: Any = None, mode: str | None = None, **options: Any) -> Any:
-        if generation == runtime.NEW and "platform_target" in options:
-            raise NkiError("sim_removed_api",
-                           "nki.jit(platform_target=...) is not supported in the new NKI API; set "
-                           "NEURON_PLATFORM_TARGET_OVERRIDE instead", caller_location())
         if func is None:
             return lambda f: jit(f, mode=mode, **options)
         if isinstance(func, Kernel):

@@ -85,7 +85,7 @@ def c_nc_matmul(stationary: Any, moving: Any, is_stationary_onezero: bool = Fals
                 is_transpose: bool = False, tile_position: Any = (), tile_size: Any = (), mask: Any = None,
                 **kw: Any) -> Tensor:
     c.sim("nc_matmul")
-    res = matmul_values("nc_matmul", stationary, moving)
+    res = matmul_values("nc_matmul", stationary, moving, perf_mode=kw.get("perf_mode"))
     return c.emit(res, dtypes.float32, c.mask_of(mask), psum, fresh=True)
 
 
@@ -228,7 +228,7 @@ def n_nc_matmul(dst: Any, stationary: Any, moving: Any, is_stationary_onezero: b
                 tile_position: Any = (), tile_size: Any = (), perf_mode: Any = None, name: Any = None) -> None:
     c.sim("nc_matmul")
     _need_dst("nc_matmul", dst)
-    core.nc_matmul_into("nc_matmul", dst, stationary, moving, accumulate)
+    core.nc_matmul_into("nc_matmul", dst, stationary, moving, accumulate, perf_mode)
 
 
 def n_nc_transpose(dst: Any, data: Any, engine: Any = engine.unknown, name: Any = None) -> None:
@@ -368,8 +368,12 @@ def _checked_call(fn: Any, qualname: str, generation: str) -> Any:
 
     sig = inspect.signature(fn)
 
+    takes_dtype = "dtype" in sig.parameters
+
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
+        if generation == runtime.NEW and not takes_dtype and "dtype" in kwargs:
+            kwargs.pop("dtype")  # official new-API tutorials still pass dtype=; the result dtype is dst.dtype
         try:
             return fn(*args, **kwargs)
         except TypeError:
@@ -380,8 +384,8 @@ def _checked_call(fn: Any, qualname: str, generation: str) -> Any:
             raise  # a TypeError from inside the op: report it as it is
 
     def _call_error(e: TypeError, args: tuple[Any, ...], kwargs: dict[str, Any]) -> NkiError:
-        if generation == runtime.NEW and ("mask" in kwargs or "dtype" in kwargs):
-            bad = "mask" if "mask" in kwargs else "dtype"
+        if generation == runtime.NEW and "mask" in kwargs:
+            bad = "mask"
             return NkiError("sim_removed_api",
                             f"{qualname}: '{bad}=' was removed in the new NKI API (the output dtype is dst.dtype; "
                             "masks become slices)", caller_location())

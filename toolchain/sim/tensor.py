@@ -125,8 +125,8 @@ def allocate(shape: Any, dtype: Any, buffer: Any = None, name: str = "", fill: A
     if fill is not None or initial is not None:
         st.written = True
     if buf.is_on_chip:
-        free_bytes = int(np.prod(shp[p_axis + 1:], dtype=np.int64)) * dt.itemsize * (
-            int(np.prod(shp[:p_axis], dtype=np.int64)) if p_axis else 1)
+        # one block of a block-dim tensor must fit; blocks are allocated as separate tiles (rotated/spilled)
+        free_bytes = int(np.prod(shp[p_axis + 1:], dtype=np.int64)) * dt.itemsize
         st.interval = sim.memory.allocate(st, buf.kind, free_bytes)
     sim.record(site, name or "", shp, dtypes.name(dt), buf.label)
     return Tensor(st)

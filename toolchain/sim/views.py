@@ -87,7 +87,9 @@ class ViewsMixin:
             raise _fail(f"dim {dim} out of range for a {nd}-D tensor")
         return d
 
-    def reshape(self, *shape: Any) -> Any:
+    def reshape(self, *shape: Any, **kw: Any) -> Any:
+        if "shape" in kw:
+            shape = (kw["shape"],)
         shp = tuple(int(s) for s in (shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape))
         cur = tuple(self.shape)  # type: ignore[attr-defined]
         if int(np.prod(shp, dtype=np.int64)) != int(np.prod(cur, dtype=np.int64)):

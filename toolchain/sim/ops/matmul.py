@@ -22,7 +22,8 @@ from . import common as c
 _FP32ISH = ("float32", "tfloat32")
 
 
-def check_matmul(api: str, stationary: Any, moving: Any, strict_memory: bool) -> tuple[np.ndarray, np.ndarray]:
+def check_matmul(api: str, stationary: Any, moving: Any, strict_memory: bool,
+                 perf_mode: Any = None) -> tuple[np.ndarray, np.ndarray]:
     """Validate nc_matmul operands; return their values as ``[K, M]`` and ``[K, N]`` fp32 arrays."""
     s = runtime.require(api)
     t = s.target
@@ -36,6 +37,18 @@ def check_matmul(api: str, stationary: Any, moving: Any, strict_memory: bool) ->
                            f"'{api}' operand '{name}' has dtype {dn}, which TensorE does not accept on {t.name} "
                            f"(accepted: {', '.join(t.matmul_input_dtypes)})", caller_location(), c.where(x))
     a, b = stationary.read(), moving.read()
+    if "double_row" in str(getattr(perf_mode, "value", perf_mode) or ""):
+        # double-row mode: operands are [K, 2, M] / [K, 2, N]; the "2" joins the contraction (2 x 128)
+        if a.ndim != 3 or b.ndim != 3 or a.shape[1] != 2 or b.shape[1] != 2:
+            raise NkiError("sim_invalid_argument",
+                           f"double_row nc_matmul needs [K, 2, M] and [K, 2, N] operands, got {stationary.describe()} "
+                           f"and {moving.describe()}", caller_location())
+        if t.nc_version < 3:
+            raise NkiError("sim_unsupported_dtype", f"double_row matmul needs trn2 or later, not {t.name}",
+                           caller_location())
+        a = a.reshape(a.shape[0] * 2, a.shape[2])
+        b = b.reshape(b.shape[0] * 2, b.shape[2])
+        return dtypes.to_fp32(a), dtypes.to_fp32(b)
     if a.ndim > 2:
         a = a.reshape(a.shape[0], -1)
     if b.ndim > 2:
@@ -91,8 +104,8 @@ def check_psum_dst(api: str, dst: Tensor, n_free: int) -> None:
                        caller_location(), c.where(dst))
 
 
-def matmul_values(api: str, stationary: Any, moving: Any, strict: bool = True) -> np.ndarray:
-    a, b = check_matmul(api, stationary, moving, strict)
+def matmul_values(api: str, stationary: Any, moving: Any, strict: bool = True, perf_mode: Any = None) -> np.ndarray:
+    a, b = check_matmul(api, stationary, moving, strict, perf_mode)
     return np.matmul(a.T, b, dtype=np.float32)
 
 

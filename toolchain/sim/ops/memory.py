@@ -162,10 +162,14 @@ def load_transpose2d(src: Any, mask: Any = None, dtype: Any = None, **kwargs: An
     return c.emit(np.array(res), out_dt)
 
 
-def shared_identity_matrix(n: int, dtype: Any = np.uint8, **kwargs: Any) -> Tensor:
-    c.sim("shared_identity_matrix")
-    out = allocate((int(n), int(n)), dtype, sbuf, name="identity")
-    out.write(np.eye(int(n)))
+def shared_identity_matrix(n: int, dtype: Any = np.uint8, dst: Any = None, **kwargs: Any) -> Tensor:
+    """Classic: a shared HBM constant (kernels nl.load it); new API: an SBUF tile (or written into ``dst``)."""
+    s = c.sim("shared_identity_matrix")
+    if dst is not None:
+        dst.write(np.eye(int(n)))
+        return dst  # type: ignore[no-any-return]
+    buf = sbuf if s.generation == runtime.NEW else shared_hbm
+    out = allocate((int(n), int(n)), dtype, buf, name="identity", initial=dtypes.cast(np.eye(int(n)), dtype))
     return out
 
 
@@ -174,9 +178,7 @@ def shared_constant(constant: Any, dtype: Any = None, **kwargs: Any) -> Tensor:
     arr = np.load(constant) if isinstance(constant, str) else np.asarray(constant)
     if dtype is not None:
         arr = dtypes.cast(arr, dtype)
-    out = allocate(arr.shape, arr.dtype, shared_hbm, name="constant")
-    out.write(arr)
-    return out
+    return allocate(arr.shape, arr.dtype, shared_hbm, name="constant", initial=np.array(arr, copy=True))
 
 
 __all__ = ["psum", "sbuf"]

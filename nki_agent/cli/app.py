@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from . import check, demo, simulate, verify
+from . import check, check_log, demo, explain, simulate, verify
 
 app = typer.Typer(
     name="nki-agent",
@@ -17,6 +17,8 @@ app.command("check")(check.command)
 app.command("simulate")(simulate.command)
 app.command("verify")(verify.command)
 app.command("demo")(demo.command)
+app.command("explain")(explain.command)
+app.command("check-log")(check_log.command)
 
 
 def run() -> None:

@@ -31,7 +31,7 @@ class Storage:
     """One allocation: the backing array plus facts the checks need."""
 
     __slots__ = ("array", "buffer", "name", "site", "written", "immutable", "is_param", "mutated", "par_axis",
-                 "affine_ids", "interval", "__weakref__")
+                 "affine_ids", "interval", "unpoisoned", "__weakref__")
 
     def __init__(self, array: np.ndarray, buffer: Buffer, name: str, site: SourceLocation | None,
                  par_axis: int = 0) -> None:
@@ -44,6 +44,7 @@ class Storage:
         self.is_param = False
         self.mutated = False
         self.interval: Any = None  # memory_model.Interval of on-chip storages (liveness)
+        self.unpoisoned = False  # fresh memory not yet filled with the poison value (filled lazily)
         self.par_axis = par_axis
         sim = runtime.current()
         self.affine_ids = frozenset(id(f) for f in sim.affine) if sim else frozenset()
@@ -107,7 +108,7 @@ def allocate(shape: Any, dtype: Any, buffer: Any = None, name: str = "", fill: A
     if initial is not None:
         arr = initial
     elif fill is None:
-        arr = np.full(shp, dtypes.poison(dt), dtype=dt)
+        arr = np.empty(shp, dtype=dt)  # poisoned lazily: skipped when the first write covers the whole tensor
     else:
         arr = np.full(shp, fill, dtype=np.float64 if not dtypes.is_int(dt) else np.int64)
         arr = dtypes.cast(arr, dt)
@@ -124,6 +125,8 @@ def allocate(shape: Any, dtype: Any, buffer: Any = None, name: str = "", fill: A
         st = Storage(arr, buf, name or "tensor", site, p_axis)
     if fill is not None or initial is not None:
         st.written = True
+    else:
+        st.unpoisoned = True
     if buf.is_on_chip:
         # one block of a block-dim tensor must fit; blocks are allocated as separate tiles (rotated/spilled)
         free_bytes = int(np.prod(shp[p_axis + 1:], dtype=np.int64)) * dt.itemsize
@@ -254,6 +257,8 @@ class Tensor(ViewsMixin):
     # -- reading ------------------------------------------------------------------------------
     def read(self, mask: Any = None) -> np.ndarray:
         """Values of the view (advanced coordinates gathered; masked-out positions may be anything)."""
+        if self.storage.unpoisoned:
+            _poison(self.storage)
         iv = self.storage.interval
         if iv is not None:
             iv.last = CLOCK[0]
@@ -450,6 +455,8 @@ class Tensor(ViewsMixin):
         st = self.storage
         if st.interval is not None:
             st.interval.last = CLOCK[0]
+        if st.unpoisoned and (accumulate or not (mask is None and self.coords is None and self.arr.size == st.array.size)):
+            _poison(st)  # a partial first write: the rest must read as fresh (poisoned) memory
         if st.immutable:
             raise NkiError("err_cannot_update_immutable_parameter",
                            f"Cannot update immutable parameter `{st.name}`: kernel inputs are read-only unless "
@@ -497,6 +504,7 @@ class Tensor(ViewsMixin):
                 upd = dtypes.cast(vals, self.arr.dtype)
             self.arr[coords] = upd
         st.written = True
+        st.unpoisoned = False
         if st.is_param:
             st.mutated = True
 
@@ -636,6 +644,11 @@ def _truth_error(t: Tensor) -> NkiError:
                             "element-wise logic and `is None` for optional arguments", loc)
     return NkiError("err_dynamic_control_flow_not_supported",
                     f"dynamic control-flow depending on tensor value (`{t.name}`) is not supported.", loc)
+
+
+def _poison(st: Storage) -> None:
+    st.array.fill(dtypes.poison(st.array.dtype))
+    st.unpoisoned = False
 
 
 def _created_here(st: Storage) -> tuple[Related, ...]:

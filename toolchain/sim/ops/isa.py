@@ -248,7 +248,7 @@ def nc_matmul_into(api: str, dst: Tensor, stationary: Any, moving: Any, accumula
         s.psum_open[st] = flags
     if accumulate is None:
         open_ = dst.shadow_get(flags)
-        cur = dtypes.to_fp32(dst.arr if dst.coords is None else dst.read())
+        cur = dtypes.to_fp32(dst.read())  # (closes the group flags; they are set again below)
         vals = np.where(open_, cur + res, res)
         dst.write(vals)
     elif accumulate:

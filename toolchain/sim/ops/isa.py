@@ -247,7 +247,7 @@ def nc_matmul_into(api: str, dst: Tensor, stationary: Any, moving: Any, accumula
         flags = np.zeros(st.array.shape, dtype=bool)
         s.psum_open[st] = flags
     if accumulate is None:
-        open_ = dst.shadow_get(flags)
+        open_ = np.array(dst.shadow_get(flags))  # a copy: reading dst below closes the group flags
         cur = dtypes.to_fp32(dst.read())  # (closes the group flags; they are set again below)
         vals = np.where(open_, cur + res, res)
         dst.write(vals)

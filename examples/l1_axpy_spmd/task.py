@@ -5,8 +5,8 @@ ALPHA = 0.75
 
 
 def get_inputs():
-    x = np.random.randn(256, 512).astype(np.float32)
-    y = np.random.randn(256, 512).astype(np.float32)
+    x = np.random.randn(2048, 1024).astype(np.float32)
+    y = np.random.randn(2048, 1024).astype(np.float32)
     return [x, y]
 
 

@@ -13,7 +13,7 @@ class Model(nn.Module):
         return torch.nn.functional.gelu(x)
 
 
-batch_size = 256
+batch_size = 2048
 dim = 1024
 
 

@@ -13,8 +13,8 @@ class Model(nn.Module):
         return torch.relu(x)
 
 
-batch_size = 4
-seq_len = 64
+batch_size = 8
+seq_len = 128
 hidden = 512
 
 

@@ -3,7 +3,7 @@ import numpy as np
 
 
 def get_inputs():
-    x = np.random.randn(256, 1024).astype(np.float32)
+    x = np.random.randn(2048, 1024).astype(np.float32)
     return [x]
 
 

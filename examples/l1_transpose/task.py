@@ -1,9 +1,9 @@
-"""2-D transpose of a (256, 384) fp32 matrix through the Tensor engine, 128x128 blocks."""
+"""2-D transpose of a (1024, 1024) fp32 matrix through the Tensor engine, 128x128 blocks."""
 import numpy as np
 
 
 def get_inputs():
-    x = np.random.randn(256, 384).astype(np.float32)
+    x = np.random.randn(1024, 1024).astype(np.float32)
     return [x]
 
 

@@ -5,9 +5,9 @@ EPS = 1e-5
 
 
 def get_inputs():
-    x = (np.random.randn(2, 256, 384) * 2.0 + 0.5).astype(np.float32)
-    gamma = (1.0 + 0.1 * np.random.randn(384)).astype(np.float32)
-    beta = (0.1 * np.random.randn(384)).astype(np.float32)
+    x = (np.random.randn(4, 512, 512) * 2.0 + 0.5).astype(np.float32)
+    gamma = (1.0 + 0.1 * np.random.randn(512)).astype(np.float32)
+    beta = (0.1 * np.random.randn(512)).astype(np.float32)
     return [x, gamma, beta]
 
 

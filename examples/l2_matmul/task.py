@@ -3,7 +3,7 @@ import numpy as np
 
 
 def get_inputs():
-    K, M, N = 512, 256, 512
+    K, M, N = 1024, 512, 1024
     a_t = np.random.randn(K, M).astype(np.float32)
     b = np.random.randn(K, N).astype(np.float32)
     return [a_t, b]

@@ -6,7 +6,7 @@ BF16 = ml_dtypes.bfloat16
 
 
 def get_inputs():
-    M, K, N = 256, 256, 512
+    M, K, N = 512, 512, 1024
     a = np.random.randn(M, K).astype(BF16)
     b = np.random.randn(K, N).astype(BF16)
     return [a, b]

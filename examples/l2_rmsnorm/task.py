@@ -1,12 +1,12 @@
-"""RMSNorm over the hidden axis: y = x / sqrt(mean(x^2) + eps) * w, x (256, 512), w (512,)."""
+"""RMSNorm over the hidden axis: y = x / sqrt(mean(x^2) + eps) * w, x (2048, 1024), w (512,)."""
 import numpy as np
 
 EPS = 1e-6
 
 
 def get_inputs():
-    x = np.random.randn(256, 512).astype(np.float32)
-    w = (1.0 + 0.1 * np.random.randn(512)).astype(np.float32)
+    x = np.random.randn(2048, 1024).astype(np.float32)
+    w = (1.0 + 0.1 * np.random.randn(1024)).astype(np.float32)
     return [x, w]
 
 

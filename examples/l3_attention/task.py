@@ -3,7 +3,7 @@ import numpy as np
 
 
 def get_inputs():
-    S, D = 256, 64
+    S, D = 512, 128
     q = np.random.randn(S, D).astype(np.float32)
     k = np.random.randn(S, D).astype(np.float32)
     v = np.random.randn(S, D).astype(np.float32)

@@ -3,7 +3,7 @@ import numpy as np
 
 
 def get_inputs():
-    H, S, D = 2, 256, 64
+    H, S, D = 4, 512, 128
     q = np.random.randn(H, S, D).astype(np.float32)
     k = np.random.randn(H, S, D).astype(np.float32)
     v = np.random.randn(H, S, D).astype(np.float32)

@@ -3,7 +3,7 @@ import numpy as np
 
 
 def get_inputs():
-    B, S, D, F = 2, 128, 256, 512
+    B, S, D, F = 4, 128, 512, 1024
     x = np.random.randn(B, S, D).astype(np.float32)
     w1 = (np.random.randn(D, F) / np.sqrt(D)).astype(np.float32)
     w2 = (np.random.randn(F, D) / np.sqrt(F)).astype(np.float32)

@@ -1,0 +1,302 @@
+"""Deterministic quick fixes for problems only a run finds (simulator ``Problem``s or their diagnostics).
+
+``fixes_for(problem_or_diagnostic, text)`` proposes edits of the kernel file's text; nothing is offered
+until ``verified`` re-runs verification of the fixed text (a temp copy) and the problem is gone with no
+new one. Producers:
+
+- ``err_unexpected_output_dependencies``: the ``affine_range`` loop named in the message carries a
+  dependency -> ``sequential_range`` on that loop's header.
+- ``err_unsupported_memory`` from a new-API ``nl.store`` / ``nisa.dma_copy`` of a PSUM tile -> copy the
+  tile to SBUF with ``nisa.tensor_copy`` first (the static rule ``psum_to_hbm`` does the same when the
+  buffer is known without running).
+- any code a static rule also reports at the same line (``sim_unsupported_dtype`` of a bf16 PSUM matmul,
+  ``err_tensor_output_not_written_to``...): the static rule's fix.
+- a classic kernel the installed SDK cannot import (``No module named 'neuronxcc'``) -> ``migrate_to_new_api``.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import tempfile
+from collections import Counter
+from dataclasses import dataclass
+
+from ..toolchain import api
+from ..toolchain.errors import Problem
+from .fixes import apply_edits
+from .model import Diagnostic, Fix, TextEdit
+from .static import check_text, module_info
+from .static.rules.psum_to_hbm import alias_of, copy_out_edits, source_of
+
+LOOP_VAR = re.compile(r"iterations of (\w+) loop")
+NO_CLASSIC = re.compile(r"No module named '?neuronxcc|neuronxcc(\.nki)? (is )?(not (found|installed|available)|removed)")
+
+
+@dataclass(frozen=True)
+class _Issue:
+    code: str
+    message: str
+    line: int | None
+    path: str | None
+
+
+def _issue(p: Problem | Diagnostic) -> _Issue:
+    if isinstance(p, Diagnostic):
+        return _Issue(p.code, p.message, p.line, p.path or None)
+    loc = p.location
+    return _Issue(p.code, p.message, loc.line if loc else None, loc.path if loc else None)
+
+
+def fixes_for(problem: Problem | Diagnostic, text: str, path: str | None = None) -> list[Fix]:
+    """Candidate fixes (not yet re-checked) of one problem in the kernel file whose text is ``text``.
+
+    ``path``: the file ``text`` belongs to; a problem located in another file gets no fix."""
+    issue = _issue(problem)
+    if path is not None and issue.path and os.path.realpath(issue.path) != os.path.realpath(path):
+        return []
+    try:
+        module = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    out: list[Fix] = []
+    if NO_CLASSIC.search(issue.message):
+        out.extend(migrate_to_new_api(text))
+    if issue.line is None:
+        return out
+    if issue.code == "err_unexpected_output_dependencies":
+        out.extend(_sequential_range(module, text, issue))
+    elif issue.code == "err_unsupported_memory" and "PSUM" in issue.message:
+        out.extend(_psum_copy(module, text, issue.line))
+    seen = {f.edits for f in out}
+    for d in check_text(path or issue.path or "kernel.py", text):
+        if d.code == issue.code and d.line == issue.line:
+            out.extend(f for f in d.fixes if f.edits not in seen)
+    return out
+
+
+def verified(problem: Problem | Diagnostic, text: str, fixes: list[Fix], task_path: str | None = None,
+             kernel_name: str | None = None, target: str | None = None, seeds: int = 1,
+             isolate: bool = True, directory: str | None = None) -> list[Fix]:
+    """The fixes whose fixed text, verified again (sandboxed unless ``isolate=False``), no longer has the
+    problem and has no problem code the original did not have. ``task_path=None``: the kernel file is its
+    own task. ``directory``: where the temp copies go (the kernel's folder keeps sibling imports working)."""
+    code = _issue(problem).code
+    before = _codes(text, task_path, kernel_name, target, seeds, isolate, directory)
+    kept = []
+    for fix in fixes:
+        try:
+            fixed = apply_edits(text, fix.edits)
+        except ValueError:
+            continue
+        after = _codes(fixed, task_path, kernel_name, target, seeds, isolate, directory)
+        if after[code] < max(before[code], 1) and not any(after[c] > before[c] for c in after):
+            kept.append(fix)
+    return kept
+
+
+def _codes(text: str, task_path: str | None, kernel_name: str | None, target: str | None, seeds: int,
+           isolate: bool, directory: str | None) -> Counter[str]:
+    fd, tmp = tempfile.mkstemp(suffix=".py", prefix="nki_fix_", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        res = api.verify(tmp, task_path or tmp, seeds=seeds, target=target, kernel_name=kernel_name, isolate=isolate)
+    finally:
+        os.unlink(tmp)
+    codes = Counter(p.code for p in api.problems_of(res) if p.severity == "error")
+    if res.get("compiled") and not res.get("correct") and not codes:
+        codes["sim_wrong_result"] += 1  # a fix that runs but computes the wrong thing is no fix
+    return codes
+
+
+# -- positions ------------------------------------------------------------------------------------------
+def _pos(text: str, lineno: int, byte_col: int) -> tuple[int, int]:
+    line = text.split("\n")[lineno - 1]
+    return lineno, len(line.encode("utf-8")[:byte_col].decode("utf-8", "ignore")) + 1
+
+
+def _edit(text: str, node: ast.AST, new_text: str) -> TextEdit:
+    line: int = getattr(node, "lineno", 1)
+    l1, c1 = _pos(text, line, getattr(node, "col_offset", 0))
+    l2, c2 = _pos(text, getattr(node, "end_lineno", None) or line, getattr(node, "end_col_offset", None) or 0)
+    return TextEdit(l1, c1, l2, c2, new_text)
+
+
+def _stmt_on_line(module: ast.Module, line: int) -> list[ast.AST]:
+    return [n for n in ast.walk(module) if isinstance(n, ast.stmt) and n.lineno <= line <= (n.end_lineno or n.lineno)]
+
+
+# -- affine_range -> sequential_range -------------------------------------------------------------------
+def _sequential_range(module: ast.Module, text: str, issue: _Issue) -> list[Fix]:
+    m = LOOP_VAR.search(issue.message)
+    if m is None or issue.line is None:
+        return []
+    var, line = m.group(1), issue.line
+    loops = [n for n in _stmt_on_line(module, line) if isinstance(n, ast.For) and isinstance(n.target, ast.Name)
+             and n.target.id == var and isinstance(n.iter, ast.Call) and isinstance(n.iter.func, ast.Attribute)
+             and n.iter.func.attr == "affine_range"]
+    if not loops:
+        return []
+    loop = max(loops, key=lambda n: n.lineno)  # the innermost loop of that name around the line
+    func = loop.iter.func  # type: ignore[attr-defined]
+    seg = ast.get_source_segment(text, func)
+    if seg is None or not seg.endswith("affine_range"):
+        return []
+    return [Fix(f"Run the `{var}` loop sequentially (nl.sequential_range)",
+                (_edit(text, func, seg[: -len("affine_range")] + "sequential_range"),))]
+
+
+# -- PSUM -> SBUF before a DMA --------------------------------------------------------------------------
+def _psum_copy(module: ast.Module, text: str, line: int) -> list[Fix]:
+    info = module_info(module)
+    if info.generation != "new":
+        return []
+    nl, nisa = alias_of(info.aliases, "nki.language"), alias_of(info.aliases, "nki.isa")
+    if nl is None or nisa is None:
+        return []
+    fn = _function_around(module, line)
+    for stmt in _stmt_on_line(module, line):
+        if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and stmt.lineno == line):
+            continue
+        call = stmt.value
+        qual = _qual(call.func, info.aliases)
+        which = ("nl", "store") if qual == "nki.language.store" else ("nisa", "dma_copy") \
+            if qual == "nki.isa.dma_copy" else None
+        src = source_of(call, which) if which else None
+        if src is None:
+            continue
+        edits = copy_out_edits(stmt, src, text, fn or module, nl, nisa)
+        if edits:
+            return [Fix("Copy the PSUM tile to SBUF before the DMA", tuple(_edit(text, n, t) for n, t in edits))]
+    return []
+
+
+def _function_around(module: ast.Module, line: int) -> ast.AST | None:
+    fns = [n for n in ast.walk(module) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+           and n.lineno <= line <= (n.end_lineno or n.lineno)]
+    return max(fns, key=lambda n: n.lineno) if fns else None
+
+
+def _qual(node: ast.AST, aliases: dict[str, str]) -> str | None:
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name) or node.id not in aliases:
+        return None
+    return ".".join([aliases[node.id]] + parts[::-1])
+
+
+# -- classic -> new API ---------------------------------------------------------------------------------
+# nl APIs that run identically under both generations (tile-level load/store/element-wise, on slices)
+PORTABLE_NL = {"load", "store", "ndarray", "zeros", "ones", "full", "affine_range", "sequential_range",
+               "static_range", "exp", "log", "sqrt", "rsqrt", "reciprocal", "square", "abs", "negative", "sign",
+               "tanh", "sigmoid", "relu", "gelu", "silu", "sin", "cos", "add", "subtract", "multiply", "divide",
+               "maximum", "minimum", "power", "copy", "tile_size", "sbuf", "shared_hbm", "float32", "float16",
+               "bfloat16", "int32", "int8", "uint8", "int16"}
+_NEW_MODULE = {"neuronxcc.nki": "nki", "neuronxcc.nki.language": "nki.language", "neuronxcc.nki.isa": "nki.isa"}
+
+
+def migrate_to_new_api(text: str) -> list[Fix]:
+    """Rewrite the ``neuronxcc.nki`` imports of a classic kernel file to the new ``nki`` package, offered
+    only when the file uses nothing but APIs that behave the same under both (``PORTABLE_NL`` on slices,
+    a bare ``@nki.jit``, outputs in ``shared_hbm``); anything else (ISA calls, ``nl.arange``, masks, SPMD
+    grids, typing annotations) gets no fix."""
+    try:
+        module = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    info = module_info(module)
+    if info.generation != "classic":
+        return []
+    edits: list[TextEdit] = []
+    for node in ast.walk(module):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and _mentions_classic(node):
+            if node not in module.body:
+                return []  # conditional / local imports: not mechanical
+            new = _rewrite_import(node)
+            if new is None:
+                return []
+            edits.append(_edit(text, node, new))
+    if not edits or not _portable(module, info.aliases):
+        return []
+    return [Fix("Migrate the imports to the new NKI API (nki)", tuple(edits))]
+
+
+def _mentions_classic(node: ast.Import | ast.ImportFrom) -> bool:
+    if isinstance(node, ast.Import):
+        return any(a.name == "neuronxcc" or a.name.startswith("neuronxcc.") for a in node.names)
+    return bool(node.module) and (node.module == "neuronxcc" or node.module.startswith("neuronxcc."))  # type: ignore[union-attr]
+
+
+def _rewrite_import(node: ast.Import | ast.ImportFrom) -> str | None:
+    if isinstance(node, ast.Import):
+        if len(node.names) != 1:
+            return None
+        a = node.names[0]
+        if a.name not in _NEW_MODULE or a.asname is None:
+            return None  # `import neuronxcc.nki.language` (no alias) binds `neuronxcc`: not mechanical
+        new = _NEW_MODULE[a.name]
+        return f"import {new}" if a.asname == new else f"import {new} as {a.asname}"
+    if node.level or len(node.names) != 1:
+        return None
+    a = node.names[0]
+    full = f"{node.module}.{a.name}"
+    if full not in _NEW_MODULE:
+        return None
+    new = _NEW_MODULE[full]
+    local = a.asname or a.name
+    head, _, leaf = new.rpartition(".")
+    if not head:
+        return f"import {new}" if local == new else f"import {new} as {local}"
+    return f"from {head} import {leaf}" + (f" as {local}" if local != leaf else "")
+
+
+def _portable(module: ast.Module, aliases: dict[str, str]) -> bool:
+    nki_names = {a for a, q in aliases.items() if q == "neuronxcc.nki" or q.startswith("neuronxcc.nki.")}
+    parents = {id(c): p for p in ast.walk(module) for c in ast.iter_child_nodes(p)}
+    kernels = 0
+    for node in ast.walk(module):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in ("GRID", "LNC")
+                                                for t in node.targets):
+            return False  # launch grids differ between the generations
+        if isinstance(node, ast.keyword) and node.arg == "mask":
+            return False
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for d in node.decorator_list:
+                if isinstance(d, ast.Call) and (_qual(d.func, aliases) or "").startswith("neuronxcc."):
+                    return False  # jit(...) with options (platform_target, mode...)
+                q = _qual(d, aliases)
+                if q is not None and q.startswith("neuronxcc."):
+                    if q != "neuronxcc.nki.jit":  # jit(...) with options, baremetal, benchmark...
+                        return False
+                    kernels += 1
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in nki_names:
+            q = _qual(node, aliases) or ""
+            if q == "neuronxcc.nki.jit":
+                continue
+            if not q.startswith("neuronxcc.nki.language.") or q.split(".")[3] not in PORTABLE_NL:
+                return False
+            if q.split(".")[3] in ("ndarray", "zeros", "ones", "full") and not _alloc_ok(module, node, aliases):
+                return False
+        elif isinstance(node, ast.Name) and node.id in nki_names and not _attr_base(parents.get(id(node)), node):
+            return False  # the module object itself escapes (passed around, aliased)
+    return kernels > 0
+
+
+def _attr_base(parent: ast.AST | None, name: ast.Name) -> bool:
+    return isinstance(parent, ast.Attribute) and parent.value is name
+
+
+def _alloc_ok(module: ast.Module, func: ast.Attribute, aliases: dict[str, str]) -> bool:
+    """Allocations must name their buffer: sbuf, or shared_hbm for outputs (the new API has no default HBM)."""
+    for call in ast.walk(module):
+        if isinstance(call, ast.Call) and call.func is func:
+            buf = next((k.value for k in call.keywords if k.arg == "buffer"), None)
+            return buf is not None and _qual(buf, aliases) in ("neuronxcc.nki.language.sbuf",
+                                                               "neuronxcc.nki.language.shared_hbm")
+    return False
+
+

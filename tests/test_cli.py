@@ -141,7 +141,7 @@ def test_simulate_json() -> None:
     out = res["outputs"][0]
     import runpy
 
-    task = runpy.run_path("examples/l2_matmul/task.py")
+    task = runpy.run_path(str(EXAMPLES / "l2_matmul" / "task.py"))
     expected = task["reference"](*task["get_inputs"]()).shape
     assert out["shape"] == list(expected) and out["dtype"] == "float32" and out["nan"] == 0
     assert res["instructions"] > 0 and res["trace"]

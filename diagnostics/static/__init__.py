@@ -17,6 +17,7 @@ from typing import Any
 from ...toolchain.errors import doc_url
 from ..model import Diagnostic, Fix, TextEdit
 from . import rules as rules_pkg
+from .rules import classic_on_new_sdk
 from .finding import Finding
 from .interp import Context, Event, Interpreter
 from .source import FunctionSpan, SourceInfo, _generation, analyse
@@ -94,6 +95,9 @@ def check_text(path: str, text: str | bytes, settings: Settings | None = None) -
         for fn in info.functions:
             if fn.intact:
                 out.extend(_check_function(path, lines, fn, info, settings, failed))
+    for line, col, end_col, message in classic_on_new_sdk.check_lines(lines, settings.sdk_generation):
+        out.append(Diagnostic(classic_on_new_sdk.CODE, "error", message, path, line, col, line, end_col, SOURCE,
+                              doc_url(classic_on_new_sdk.CODE)))
     if failed:
         out.append(_info(path, f"internal error in NKI check(s) {', '.join(sorted(set(failed)))}; other checks ran",
                          "sim_python_exception"))

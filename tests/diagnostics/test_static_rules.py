@@ -63,3 +63,17 @@ def test_broken_text_still_checks_the_intact_kernel() -> None:
 def test_bad_input_gives_at_most_one_info(blob: bytes | str) -> None:
     diags = check_text("hostile.py", blob)
     assert len(diags) <= 1 and all(d.severity == "info" for d in diags)
+
+
+def test_classic_imports_flagged_only_when_the_sdk_rejects_them() -> None:
+    from nki_agent.diagnostics.static import Settings
+
+    path = EXAMPLES / "l1_add" / "kernel_classic.py"
+    text = path.read_text()
+    assert check_text(str(path), text) == []
+    diags = check_text(str(path), text, Settings(sdk_generation="new"))
+    assert {d.code for d in diags} == {"sim_removed_api"}
+    lines = text.splitlines()
+    assert all("neuronxcc.nki" in lines[d.line - 1][d.column - 1:d.end_column - 1] for d in diags)
+    new = EXAMPLES / "l1_add" / "kernel_new.py"
+    assert check_text(str(new), new.read_text(), Settings(sdk_generation="new")) == []

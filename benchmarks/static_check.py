@@ -38,16 +38,26 @@ def main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     from nki_agent.diagnostics.static import check_text
 
+    from nki_agent.diagnostics import static
+
     text = build_file(args.lines)
     check_text("bench.py", text)  # warm-up: parser construction, imports
-    times = []
-    for _ in range(args.repeat):
+    cold, typing = [], []
+    for k in range(args.repeat):
+        static._CACHE.clear()  # cold: nothing known about the file
         t0 = time.perf_counter()
         check_text("bench.py", text)
-        times.append(time.perf_counter() - t0)
-    times.sort()
-    print(f"{text.count(chr(10))} lines: median {statistics.median(times) * 1e3:.1f} ms, "
-          f"p90 {times[int(len(times) * 0.9)] * 1e3:.1f} ms, min {times[0] * 1e3:.1f} ms (goal: median <= 30 ms)")
+        cold.append(time.perf_counter() - t0)
+        # as-you-type: one keystroke in one function (a changed constant), the rest unchanged
+        edited = text.replace("P = nl.tile_size.pmax", f"P = nl.tile_size.pmax  # {k}", 1)
+        t0 = time.perf_counter()
+        check_text("bench.py", edited)
+        typing.append(time.perf_counter() - t0)
+    n = text.count(chr(10))
+    for label, times in (("cold (first check of the file)", cold), ("after a one-line edit", typing)):
+        times.sort()
+        print(f"{n} lines, {label}: median {statistics.median(times) * 1e3:.1f} ms, "
+              f"p90 {times[int(len(times) * 0.9)] * 1e3:.1f} ms, min {times[0] * 1e3:.1f} ms (goal: median <= 30 ms)")
     return 0
 
 

@@ -10,6 +10,7 @@ informational diagnostic, never the others.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import textwrap
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,9 +46,16 @@ class FunctionContext(Context):
     target: str = "trn1"
     root: ast.AST | None = None
     _parents: dict[int, ast.AST] | None = None
+    _lines: list[str] | None = None
 
     def segment(self, node: ast.AST) -> str | None:
         return ast.get_source_segment(self.text, node)
+
+    @property
+    def lines(self) -> list[str]:
+        if self._lines is None:
+            self._lines = self.text.split("\n")
+        return self._lines
 
     @property
     def parents(self) -> dict[int, ast.AST]:
@@ -86,8 +94,25 @@ def check_text(path: str, text: str | bytes, settings: Settings | None = None) -
         info = module_info(module)
         if not info.generation:
             return []
-        for fn_node, decorators in _functions_of(module):
-            out.extend(_run(path, lines, fn_node, decorators, source, 1, 0, info, settings, failed))
+        functions = _functions_of(module)
+        inside = set()
+        for fn_node, _ in functions:
+            first = min([fn_node.lineno] + [d.lineno for d in fn_node.decorator_list])
+            inside.update(range(first, (fn_node.end_lineno or first) + 1))
+        # rules may read module-level text (e.g. a task's TARGET): it is part of every function's key
+        module_text = "\n".join(line for n, line in enumerate(lines, 1) if n not in inside)
+        context_key = _context_key(info, settings) + (module_text,)
+        for fn_node, decorators in functions:
+            first = min([fn_node.lineno] + [d.lineno for d in fn_node.decorator_list])
+            body = "\n".join(lines[first - 1: fn_node.end_lineno])
+            key = (body, context_key)
+            cached = _CACHE.get(key)
+            if cached is None:
+                found = _run(path, lines, fn_node, decorators, source, 1, 0, info, settings, failed)
+                cached = [_shift(d, 1 - first) for d in found]
+                if not failed:
+                    _remember(key, cached)
+            out.extend(_shift(d, first - 1, path) for d in cached)
     else:  # the user is typing: tree-sitter finds the intact functions
         info = analyse(raw)
         if not info.generation:
@@ -102,6 +127,34 @@ def check_text(path: str, text: str | bytes, settings: Settings | None = None) -
         out.append(_info(path, f"internal error in NKI check(s) {', '.join(sorted(set(failed)))}; other checks ran",
                          "sim_python_exception"))
     return _dedupe(out)
+
+
+# Per-function results, position-independent (lines relative to the function's first line): while the
+# user types, only the function being edited is analysed again. Keyed by the exact function text and
+# everything else the analysis reads (imports, constants, settings).
+_CACHE: dict[tuple[str, tuple[Any, ...]], list[Diagnostic]] = {}
+_CACHE_MAX = 4096  # functions; a kernel file has tens, a workspace a few hundred
+
+
+def _remember(key: tuple[str, tuple[Any, ...]], value: list[Diagnostic]) -> None:
+    if len(_CACHE) >= _CACHE_MAX:
+        _CACHE.clear()
+    _CACHE[key] = value
+
+
+def _context_key(info: SourceInfo, settings: Settings) -> tuple[Any, ...]:
+    shapes = tuple(sorted((k, tuple(sorted(v.items()))) for k, v in settings.input_shapes.items()))
+    return (tuple(sorted(info.aliases.items())), tuple(sorted(info.constants.items())), info.generation,
+            settings.target, settings.sdk_generation, shapes)
+
+
+def _shift(d: Diagnostic, delta: int, path: str | None = None) -> Diagnostic:
+    """The same diagnostic ``delta`` lines further down (edits of its fixes too)."""
+    if delta == 0 and (path is None or path == d.path):
+        return d
+    fixes = tuple(Fix(f.title, tuple(TextEdit(e.line + delta, e.column, e.end_line + delta, e.end_column, e.new_text)
+                                     for e in f.edits)) for f in d.fixes)
+    return dataclasses.replace(d, path=path or d.path, line=d.line + delta, end_line=d.end_line + delta, fixes=fixes)
 
 
 def _check_function(path: str, lines: list[str], fn: FunctionSpan, info: SourceInfo, settings: Settings,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import re
 
 from ..finding import Finding, NodeFix
 from ..interp import Context, Event, Interpreter
@@ -26,11 +27,14 @@ def check(event: Event, ctx: object) -> list[Finding]:
     if not f["shared"] or f["name"] != "ndarray" or f["loops"] or not getattr(ctx, "is_kernel", False) \
             or not isinstance(root, (ast.FunctionDef, ast.AsyncFunctionDef)) or statement_of is None:
         return []
-    stmt = statement_of(event.node)
-    if not (isinstance(stmt, ast.Assign) and stmt.value is event.node and len(stmt.targets) == 1
-            and isinstance(stmt.targets[0], ast.Name) and stmt in root.body):
+    # cheap checks first: this runs for every kernel's output allocation while the user types
+    stmt = next((s for s in root.body if isinstance(s, ast.Assign) and s.value is event.node), None)
+    if not (stmt is not None and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
         return []
     var = stmt.targets[0].id
+    lines = getattr(ctx, "lines", [])[root.lineno - 1: root.end_lineno]
+    if len(re.findall(rf"\b{re.escape(var)}\b", "\n".join(lines))) > 2:
+        return []  # mentioned elsewhere (a store, a view, an alias ...): something may write it
     ret = root.body[-1]
     if not isinstance(ret, ast.Return) or var not in _returned_names(ret.value):
         return []

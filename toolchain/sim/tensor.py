@@ -425,6 +425,9 @@ class Tensor(ViewsMixin):
         except ValueError:
             raise NkiError("sim_shape_mismatch", f"index arrays of shapes {[a.shape for a in arrays]} do not broadcast",
                            caller_location()) from None
+        basic = _as_slices(arrays, bshape, self.arr.shape)
+        if basic is not None:  # the common `base + arange` grid: an exact NumPy view, no gather/scatter
+            return Tensor(self.storage, self.arr[basic], self.steps + (basic,), None, 0)
         return Tensor(self.storage, self.arr, self.steps, tuple(arrays), 0)
 
     def _index_advanced_view(self, keys: tuple[Any, ...]) -> "Tensor":
@@ -644,6 +647,38 @@ def _truth_error(t: Tensor) -> NkiError:
                             "element-wise logic and `is None` for optional arguments", loc)
     return NkiError("err_dynamic_control_flow_not_supported",
                     f"dynamic control-flow depending on tensor value (`{t.name}`) is not supported.", loc)
+
+
+def _as_slices(arrays: list[np.ndarray], bshape: tuple[int, ...], dims: tuple[int, ...]) -> tuple[Any, ...] | None:
+    """Basic-index equivalent of advanced coordinates when each one is a scalar or an in-bounds arithmetic
+    progression along its own result axis, in storage order (``t*128 + arange(128)[:, None]`` ...)."""
+    key: list[Any] = []
+    last_axis = -1
+    for dim, a in enumerate(arrays):
+        if a.size == 1 and a.ndim == 0:
+            v = int(a)
+            if not 0 <= v < dims[dim]:
+                return None
+            key.append(v)
+            continue
+        axes = [k for k, n in enumerate(a.shape) if n != 1]
+        if len(axes) != 1 or a.ndim != len(bshape) or axes[0] <= last_axis:
+            return None
+        axis = axes[0]
+        last_axis = axis
+        flat = a.reshape(-1)
+        n = flat.size
+        start = int(flat[0])
+        step = int(flat[1] - flat[0]) if n > 1 else 1
+        if step <= 0 or not np.array_equal(flat, start + step * np.arange(n)):
+            return None
+        stop = start + step * (n - 1) + 1
+        if start < 0 or stop > dims[dim]:
+            return None
+        key.append(slice(start, stop, step))
+    # every result axis must come from exactly one coordinate (no broadcast-only axes)
+    n_axes = sum(1 for k in key if isinstance(k, slice))
+    return tuple(key) if n_axes == len(bshape) else None
 
 
 def _poison(st: Storage) -> None:

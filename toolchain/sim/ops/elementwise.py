@@ -44,6 +44,10 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 
 
 def _gelu(x: np.ndarray) -> np.ndarray:
+    torch = sys.modules.get("torch")
+    if torch is not None:  # torch's fused exact GELU is several times faster than erf + arithmetic
+        arr = np.ascontiguousarray(x, dtype=np.float32)
+        return torch.nn.functional.gelu(torch.from_numpy(arr)).numpy()
     return (0.5 * x * (1.0 + _erf(x / np.sqrt(2.0)))).astype(np.float32)
 
 

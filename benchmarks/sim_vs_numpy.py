@@ -4,9 +4,16 @@ Run: ``.venv/bin/python benchmarks/sim_vs_numpy.py [--repeat 5] [--json out.json
 reference run in this process on the seed-0 inputs; the figure per example is the median kernel time
 over ``--repeat`` launches divided by the median reference time. The goal is a median ratio <= 3x.
 Timings are wall-clock on whatever machine runs it: compare runs on one machine, not across machines.
+Both sides run single-threaded (BLAS, OpenMP and torch pinned to one thread), as the simulation worker
+does: the simulator issues many small operations, for which thread pools only add contention.
 """
 
 from __future__ import annotations
+
+import os
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")  # before NumPy is imported
 
 import argparse
 import json
@@ -24,6 +31,9 @@ def bench_one(kernel_path: Path, task_path: Path, repeat: int) -> dict[str, Any]
     from nki_agent.toolchain.verify import _as_list, _extra_args, _to_np, run_reference
 
     task = load_task(str(task_path))
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
     kernel = find_kernel(load_module(str(kernel_path), "bench_kernel"), task.kernel_name)
     task.seed(0)
     inputs = _as_list(task.get_inputs())

@@ -20,6 +20,7 @@ from .errors import Problem, SourceLocation
 DEFAULT_TIMEOUT = 60.0  # seconds of wall time per job; the largest example verifies in well under 5 s
 DEFAULT_MEMORY = 6 << 30  # address space of the worker: numpy + torch need ~2 GiB of it before any kernel runs
 STDERR_TAIL = 4000  # characters of worker stderr kept for diagnostics
+THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def run(request: dict[str, Any], timeout: float = DEFAULT_TIMEOUT, memory_bytes: int = DEFAULT_MEMORY) -> dict[str, Any]:
@@ -30,6 +31,8 @@ def run(request: dict[str, Any], timeout: float = DEFAULT_TIMEOUT, memory_bytes:
     req["cpu_seconds"] = int(timeout * 2) + 5
     r_fd, w_fd = os.pipe()
     env = dict(os.environ, NKI_AGENT_RESULT_FD=str(w_fd), PYTHONDONTWRITEBYTECODE="1")
+    for var in THREAD_VARS:  # many small ops: thread pools only add contention (and nondeterminism)
+        env.setdefault(var, "1")
     try:
         proc = subprocess.Popen([sys.executable, "-m", "nki_agent.toolchain.worker"], stdin=subprocess.PIPE,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, pass_fds=(w_fd,),

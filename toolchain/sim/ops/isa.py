@@ -95,6 +95,13 @@ def tensor_tensor_values(data1: Any, data2: Any, op: Any) -> np.ndarray:
     c.check_same_partitions(api, (("data1", data1), ("data2", data2)))
     c.check_not_both_psum(api, data1, data2)
     a, b = data1.read(), data2.read()
+    gen = runtime.require(api).generation
+    if gen == runtime.CLASSIC and a.shape != b.shape and a.shape[0] == b.shape[0] and (
+            b.size == b.shape[0] or a.size == a.shape[0]):
+        # classic tensor_tensor broadcasts a (P, 1) operand along the free dims (used by SDK reference kernels)
+        shape = a.shape if a.size >= b.size else b.shape
+        a = np.broadcast_to(a.reshape(a.shape[0], *([1] * (len(shape) - 1))) if a.size == a.shape[0] else a, shape)
+        b = np.broadcast_to(b.reshape(b.shape[0], *([1] * (len(shape) - 1))) if b.size == b.shape[0] else b, shape)
     if a.size != b.size:
         raise NkiError("sim_shape_mismatch",
                        f"tensor_tensor operands must have the same number of elements per partition: "

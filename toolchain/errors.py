@@ -68,6 +68,7 @@ SIMULATOR: dict[str, tuple[str, str]] = {
     "sim_bad_input": ("the input could not be read", _TILING),
     "sim_task_error": ("the task module is invalid", _TILING),
     "sim_input_mutated": ("the kernel wrote into one of its inputs", _TILING),
+    "sim_wrong_result": ("kernel output differs from the reference", _TILING),
     "sim_worker_crash": ("the simulation process died", _TILING),
 }
 

@@ -35,6 +35,8 @@ def simulate_files(kernel_path: str, task_path: str, target: str | None = None, 
         target = target or task.target
         task.seed(seed)
         inputs = _as_list(task.get_inputs())
+        out["inputs"] = [{"shape": list(np.shape(x)), "dtype": dtypes.name(_to_np(x).dtype)} for x in inputs]
+        out["kernel_name"] = getattr(kernel, "__name__", "")
         if task.reference is None:
             task.make_reference()
         args = [_to_np(x) for x in inputs] + _extra_args(kernel, task, len(inputs))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from . import check, check_log, demo, explain, simulate, verify
+from . import check, check_log, demo, explain, lsp, simulate, verify
 
 app = typer.Typer(
     name="nki-agent",
@@ -19,6 +19,7 @@ app.command("verify")(verify.command)
 app.command("demo")(demo.command)
 app.command("explain")(explain.command)
 app.command("check-log")(check_log.command)
+app.command("lsp")(lsp.command)
 
 
 def run() -> None:

@@ -1,0 +1,141 @@
+"""The analyses behind the diagnostics tiers, as plain functions of an immutable ``Snapshot``.
+
+They run in worker threads (never on the event loop) and know nothing about LSP:
+
+- ``static``: ``diagnostics.static.check_text`` + the verified quick fixes (source ``nki-check``);
+- ``simulate`` / ``verify``: the embedded toolchain in its sandboxed worker (``toolchain.api``), on a
+  private temporary copy of the buffer (the toolchain reads files; the server must analyse the
+  buffer, not the disk). Problem paths that name the copy are mapped back to the document.
+
+Tiers are labelled by ``source``: ``nki-check`` (as you type), ``nki-sim`` (on save),
+``nki-verify`` (on save when enabled, or the Verify command). The real compiler is a seam:
+``compiler_backend`` names the toolchain, and only ``embedded`` exists today.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..diagnostics.fixes import verified_fixes
+from ..diagnostics.model import Diagnostic, Fix, RelatedInfo, from_problem
+from ..diagnostics.static import Settings as CheckSettings
+from ..diagnostics.static import check_text
+from ..toolchain import api
+from ..toolchain.errors import doc_url
+from .documents import MAX_DOC_BYTES, Snapshot
+from .settings import ServerSettings
+from .tasks import SELF, TaskRef
+
+STATIC_SOURCE = "nki-check"
+SIM_SOURCE = "nki-sim"
+VERIFY_SOURCE = "nki-verify"
+SERVER_SOURCE = "nki-agent"
+WRONG_RESULT = "sim_wrong_result"  # verification ran but the outputs differ from the reference
+_KERNEL_DEF = re.compile(r"^[ \t]*@[\w.]*(?:jit|trace|baremetal)\b.*\n(?:[ \t]*@.*\n)*(?P<def>[ \t]*(?:async[ \t]+)?def )",
+                         re.MULTILINE)
+SIM_TIMEOUT = 60.0  # seconds per simulation / verification (the sandbox enforces it)
+
+
+@dataclass(frozen=True)
+class StaticResult:
+    revision: int
+    version: int
+    diagnostics: tuple[Diagnostic, ...]
+    fixes: dict[int, list[Fix]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """A simulation or verification of one buffer revision."""
+
+    kind: str  # simulate | verify
+    revision: int
+    version: int
+    diagnostics: tuple[Diagnostic, ...]
+    raw: dict[str, Any]
+    task: str
+
+    @property
+    def trace(self) -> list[dict[str, Any]]:
+        return list(self.raw.get("trace") or [])
+
+    @property
+    def correct(self) -> bool:
+        return bool(self.raw.get("correct"))
+
+
+def check_settings(settings: ServerSettings, input_shapes: dict[str, dict[str, tuple[int, ...]]] | None = None) -> CheckSettings:
+    return CheckSettings(target=settings.target if settings.target != "auto" else "trn1",
+                         sdk_generation="new" if settings.api_generation == "new" else "",
+                         input_shapes=dict(input_shapes or {}))
+
+
+def too_large(snap: Snapshot) -> Diagnostic:
+    return Diagnostic("sim_bad_input", "info", f"document is larger than {MAX_DOC_BYTES // (1024 * 1024)} MB: "
+                      "NKI checks are skipped for it", snap.path, 1, 1, 1, 2, SERVER_SOURCE, doc_url("sim_bad_input"))
+
+
+def static(snap: Snapshot, settings: CheckSettings) -> StaticResult:
+    """As-you-type diagnostics of the snapshot, with the quick fixes that survive a re-check."""
+    if snap.too_large:
+        return StaticResult(snap.revision, snap.version, (too_large(snap),))
+    path = snap.path
+    diags = check_text(path, snap.text, settings)
+    fixes: dict[int, list[Fix]] = {}
+    if any(d.fixes for d in diags):
+        fixes = verified_fixes(path, snap.text, diags, lambda p, t: check_text(p, t, settings))
+    return StaticResult(snap.revision, snap.version, tuple(diags), fixes)
+
+
+def run(kind: str, snap: Snapshot, task: TaskRef, settings: ServerSettings) -> RunResult:
+    """Simulate or verify the buffer of ``snap`` against ``task`` in the sandbox."""
+    tmpdir = tempfile.mkdtemp(prefix="nki-agent-")
+    try:
+        kernel = os.path.join(tmpdir, os.path.basename(snap.path) or "kernel.py")
+        with open(kernel, "w", encoding="utf-8", errors="surrogatepass") as fh:
+            fh.write(snap.text)
+        task_path = kernel if task.path == SELF else task.path
+        target = None if settings.target == "auto" else settings.target
+        if kind == "verify":
+            raw = api.verify(kernel, task_path, seeds=3, target=target, timeout=SIM_TIMEOUT)
+        else:
+            raw = api.simulate(kernel, task_path, target=target, timeout=SIM_TIMEOUT)
+        source = VERIFY_SOURCE if kind == "verify" else SIM_SOURCE
+        diags = tuple(_relocate(from_problem(p, source, snap.path), kernel, snap, task.path)
+                      for p in api.problems_of(raw))
+        if kind == "verify" and raw.get("compiled") and not raw.get("correct") and not diags:
+            line = _kernel_line(snap.text)
+            diags = (Diagnostic(WRONG_RESULT, "error",
+                                f"kernel output differs from the reference: {raw.get('mismatches', '?')} mismatches, "
+                                f"max abs error {raw.get('max_abs_error')}", snap.path, line, 1, line, 2, source,
+                                doc_url(WRONG_RESULT)),)
+        return RunResult(kind, snap.revision, snap.version, diags, raw, task.path)
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def _kernel_line(text: str) -> int:
+    m = _KERNEL_DEF.search(text)
+    return text.count("\n", 0, m.start("def")) + 1 if m else 1
+
+
+def _relocate(d: Diagnostic, tmp_kernel: str, snap: Snapshot, task_path: str) -> Diagnostic:
+    """Map the temporary copy's path back to the document; problems in other files land on line 1."""
+    related = tuple(replace(r, path=snap.path) if _same(r.path, tmp_kernel) else r for r in d.related)
+    if _same(d.path, tmp_kernel) or not d.path:
+        return replace(d, path=snap.path, related=related)
+    where = RelatedInfo(d.path, d.line, d.column, f"{d.code} reported here")
+    return replace(d, path=snap.path, line=1, column=1, end_line=1, end_column=2,
+                   message=f"{d.message} (in {os.path.basename(d.path)}:{d.line})", related=(where,) + related)
+
+
+def _same(a: str, b: str) -> bool:
+    try:
+        return os.path.realpath(a) == os.path.realpath(b)
+    except (OSError, ValueError):
+        return a == b

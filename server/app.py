@@ -1,0 +1,85 @@
+"""The ``LanguageServer`` instance: protocol overrides, error funnel, and handler registration.
+
+- Documents live in our own ``DocumentStore``: the protocol's built-in didOpen/didChange/didClose
+  skip pygls' workspace (which would read unknown URIs from disk and accepts versions going
+  backwards) and go straight to ``handlers.documents``.
+- ``report_server_error`` logs instead of popping a ``showMessage`` per failure; request handlers
+  that raise still get a JSON-RPC error response (pygls), and the server stays up.
+- Transport: ``transport.read_loop`` (size caps, one answer per request, malformed frames survive).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Generator
+from typing import Any
+
+from lsprotocol import types as T
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
+from pygls.protocol.language_server import lsp_method
+
+from . import transport
+from .state import ServerState
+
+log = logging.getLogger(__name__)
+NAME = "nki-agent"
+VERSION = "0.1.0"
+
+
+class NkiProtocol(LanguageServerProtocol):
+    """LSP protocol whose document notifications bypass pygls' workspace."""
+
+    def _user(self, method: str, params: Any) -> Generator[Any, Any, None]:
+        if (handler := self.fm.features.get(method)) is not None:
+            yield handler, (params,), None
+
+    @lsp_method(T.TEXT_DOCUMENT_DID_OPEN)
+    def lsp_text_document__did_open(self, params: T.DidOpenTextDocumentParams) -> Generator[Any, Any, None]:
+        yield from self._user(T.TEXT_DOCUMENT_DID_OPEN, params)
+
+    @lsp_method(T.TEXT_DOCUMENT_DID_CHANGE)
+    def lsp_text_document__did_change(self, params: T.DidChangeTextDocumentParams) -> Generator[Any, Any, None]:
+        yield from self._user(T.TEXT_DOCUMENT_DID_CHANGE, params)
+
+    @lsp_method(T.TEXT_DOCUMENT_DID_CLOSE)
+    def lsp_text_document__did_close(self, params: T.DidCloseTextDocumentParams) -> Generator[Any, Any, None]:
+        yield from self._user(T.TEXT_DOCUMENT_DID_CLOSE, params)
+
+
+class NkiLanguageServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__(NAME, VERSION, T.TextDocumentSyncKind.Incremental, None, protocol_cls=NkiProtocol)
+        self.state = ServerState(self)
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        log.error("server error (%s): %s", getattr(source, "__name__", source), error)
+        self.state.stats.errors += 1
+
+    def serve_io(self) -> int:
+        self._stop_event = threading.Event()
+        return transport.start_io(self.protocol, self._stop_event)
+
+    def serve_tcp(self, host: str, port: int) -> None:
+        self._stop_event = threading.Event()
+        transport.start_tcp(self.protocol, self._stop_event, host, port)
+
+
+def build() -> NkiLanguageServer:
+    """A server with every handler family registered."""
+    from .handlers import (
+        code_actions,
+        code_lens,
+        commands,
+        documents,
+        hover,
+        inlay_hints,
+        introspection,
+        lifecycle,
+    )
+
+    ls = NkiLanguageServer()
+    for module in (lifecycle, documents, hover, inlay_hints, code_actions, code_lens, commands, introspection):
+        module.register(ls)
+    return ls

@@ -1,0 +1,175 @@
+"""What is known about the tensors of a kernel buffer: static facts and simulation facts.
+
+Static facts come from the diagnostics' abstract interpreter (``diagnostics.static.interp``): every
+name bound to a tile with its shape, dtype and buffer where they are known, and the trip count of
+``affine_range(N)``-style loops with a known ``N``. Simulation facts come from the trace of the last
+simulation (one entry per allocation/result per executed line); where both exist, the simulation
+wins. Used by hover and inlay hints; pure (no LSP), and never raises on user text.
+"""
+
+from __future__ import annotations
+
+import ast
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+_ASSIGN = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]+)?=(?!=)")
+KERNEL_DECORATORS = ("jit", "trace", "baremetal", "benchmark", "simulate_kernel", "nki_jit", "profile")
+LOOP_KINDS = ("affine_range", "sequential_range", "static_range", "range", "tile_range")
+
+
+@dataclass(frozen=True)
+class TensorFact:
+    name: str
+    line: int  # 1-based
+    column: int  # 1-based code-point column of the name (0 when unknown)
+    shape: tuple[int | None, ...] | None
+    dtype: str | None
+    buffer: str | None
+    source: str  # static | simulation
+    shapes_seen: tuple[tuple[int, ...], ...] = ()  # simulation: distinct shapes over loop iterations
+
+
+@dataclass(frozen=True)
+class LoopFact:
+    line: int
+    end_column: int  # 1-based column just after the loop's iterable call
+    kind: str
+    trips: int
+
+
+@dataclass(frozen=True)
+class KernelFact:
+    name: str
+    line: int  # the def line
+    column: int
+    params: tuple[tuple[str, int, int], ...]  # (name, line, column)
+
+
+@dataclass
+class Facts:
+    tensors: list[TensorFact] = field(default_factory=list)
+    loops: list[LoopFact] = field(default_factory=list)
+    kernels: list[KernelFact] = field(default_factory=list)
+
+
+def _char_col(lines: list[str], line: int, byte_col: int) -> int:
+    text = lines[line - 1] if 0 < line <= len(lines) else ""
+    return len(text.encode("utf-8")[:byte_col].decode("utf-8", "ignore")) + 1
+
+
+def _dotted(d: ast.expr) -> str:
+    target = d.func if isinstance(d, ast.Call) else d
+    parts = []
+    while isinstance(target, ast.Attribute):
+        parts.append(target.attr)
+        target = target.value
+    if isinstance(target, ast.Name):
+        parts.append(target.id)
+    return ".".join(reversed(parts))
+
+
+def kernels_of(module: ast.Module, lines: list[str]) -> list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, KernelFact]]:
+    out = []
+    for node in ast.walk(module):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                _dotted(d).split(".")[-1] in KERNEL_DECORATORS for d in node.decorator_list):
+            params = tuple((a.arg, a.lineno, _char_col(lines, a.lineno, a.col_offset))
+                           for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs)
+            # the name's column: after "def " on the def line
+            def_text = lines[node.lineno - 1] if node.lineno <= len(lines) else ""
+            col = def_text.find(node.name, def_text.find("def")) + 1
+            out.append((node, KernelFact(node.name, node.lineno, max(col, 1), params)))
+    out.sort(key=lambda x: x[1].line)
+    return out
+
+
+def static_facts(text: str, target: str = "trn1", input_shapes: dict[str, dict[str, tuple[int, ...]]] | None = None) -> Facts:
+    """Facts of a buffer that parses as Python (otherwise empty, as-you-type text is often broken)."""
+    facts = Facts()
+    try:
+        module = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return facts
+    lines = text.split("\n")
+    try:
+        from ..diagnostics.static import module_info
+        from ..diagnostics.static.interp import Context, Interpreter
+        from ..diagnostics.static.values import TileV, known_int
+    except ImportError:  # the checker's internals moved: hover degrades to simulation facts
+        log.exception("static facts unavailable")
+        return facts
+    info = module_info(module)
+    kernels = kernels_of(module, lines)
+    facts.kernels = [k for _, k in kernels]
+    if not info.generation:
+        return facts
+
+    class Recorder(Interpreter):  # type: ignore[misc, valid-type]
+        def bind(self, node: ast.expr, value: Any) -> None:
+            super().bind(node, value)
+            if isinstance(node, ast.Name) and isinstance(value, TileV) and (value.shape or value.dtype or value.buffer):
+                facts.tensors.append(TensorFact(node.id, node.lineno, _char_col(lines, node.lineno, node.col_offset),
+                                                value.shape, value.dtype, value.buffer, "static"))
+
+        def loop(self, s: ast.For | ast.AsyncFor) -> None:
+            if isinstance(s.iter, ast.Call) and s.iter.args and not s.iter.keywords:
+                kind = _dotted(s.iter.func).split(".")[-1]
+                if kind in LOOP_KINDS:
+                    vals = [known_int(self.expr(a)) for a in s.iter.args]
+                    if all(v is not None for v in vals) and len(vals) <= 3:
+                        r = range(*vals)  # type: ignore[arg-type]
+                        end = s.iter.end_lineno or s.iter.lineno
+                        facts.loops.append(LoopFact(end, _char_col(lines, end, s.iter.end_col_offset or 0), kind, len(r)))
+            super().loop(s)
+
+    for node, kfact in kernels:
+        ctx = Context(aliases=info.aliases, constants=info.constants, generation=info.generation, is_kernel=True,
+                      param_shapes=dict((input_shapes or {}).get(kfact.name, {})))
+        try:
+            Recorder(ctx, lambda e: None).run(node)
+        except Exception:  # a checker bug must not take hover down
+            log.exception("static facts failed for %s", kfact.name)
+    return facts
+
+
+def trace_facts(trace: list[dict[str, Any]], lines: list[str]) -> list[TensorFact]:
+    """One fact per (line, name) observed by the simulator; names come from the assignment when unnamed."""
+    grouped: dict[tuple[int, str], list[dict[str, Any]]] = {}
+    for entry in trace or ():
+        try:
+            line = int(entry["line"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        name = entry.get("name") or ""
+        if not name and 0 < line <= len(lines):
+            m = _ASSIGN.match(lines[line - 1])
+            name = m.group(1) if m else ""
+        if name:
+            grouped.setdefault((line, name), []).append(entry)
+    out = []
+    for (line, name), entries in grouped.items():
+        shapes = tuple(dict.fromkeys(tuple(e.get("shape") or ()) for e in entries))
+        last = entries[-1]
+        text = lines[line - 1] if 0 < line <= len(lines) else ""
+        col = text.find(name) + 1
+        out.append(TensorFact(name, line, col, tuple(last.get("shape") or ()), last.get("dtype"), last.get("buffer"),
+                              "simulation", shapes))
+    return out
+
+
+def fact_at(tensors: list[TensorFact], name: str, line: int) -> TensorFact | None:
+    """The best fact for ``name`` used at ``line``: the latest binding at or above it, simulation first."""
+    best: TensorFact | None = None
+    for f in tensors:
+        if f.name != name:
+            continue
+        key = (f.line <= line, f.line if f.line <= line else -f.line, f.source == "simulation")
+        if best is None or key > (best.line <= line, best.line if best.line <= line else -best.line,
+                                  best.source == "simulation"):
+            best = f
+    return best

@@ -1,0 +1,46 @@
+"""textDocument/codeLens: above each kernel ``def``, the last verification and a Verify command."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lsprotocol import types as T
+
+from ..positions import to_lsp
+from .commands import VERIFY
+
+if TYPE_CHECKING:
+    from ..analysis import RunResult
+    from ..app import NkiLanguageServer
+
+
+def title(run: RunResult | None, backend: str) -> str:
+    if run is None:
+        return "NKI: not verified — Verify"
+    raw = run.raw
+    target = raw.get("target") or "?"
+    if raw.get("correct"):
+        return f"NKI: ✓ verified on {target} ({backend}), max error {raw.get('max_abs_error', 0):.3g} — Verify again"
+    if raw.get("compiled"):
+        return f"NKI: ✗ wrong result on {target} ({backend}), max error {raw.get('max_abs_error')} — Verify again"
+    codes = ", ".join(sorted({d.code for d in run.diagnostics})) or "failed"
+    return f"NKI: ✗ {codes} ({backend}) — Verify again"
+
+
+def register(ls: NkiLanguageServer) -> None:
+    @ls.feature(T.TEXT_DOCUMENT_CODE_LENS)
+    async def code_lens(ls: NkiLanguageServer, params: T.CodeLensParams) -> list[T.CodeLens]:
+        snap = ls.state.store.get(params.text_document.uri)
+        if snap is None or snap.too_large:
+            return []
+        facts = await ls.state.facts(snap)
+        st = ls.state.docs.get(snap.uri)
+        run = st.runs.get("verify") if st else None
+        lines = snap.text.split("\n")
+        out = []
+        for k in facts.kernels:
+            pl, pc = to_lsp(lines, k.line, 1)
+            rng = T.Range(T.Position(pl, 0), T.Position(pl, pc))
+            out.append(T.CodeLens(range=rng, command=T.Command(
+                title=title(run, ls.state.settings.compiler_backend), command=VERIFY, arguments=[snap.uri])))
+        return out

@@ -1,0 +1,119 @@
+"""workspace/executeCommand: Explain error, Verify now, Fix kernel with agent (stub).
+
+``nki.verify`` returns at once and verifies the open buffer against its task in the background
+(work-done progress when the client supports it; cancelling it drops the result), then publishes
+the ``nki-verify`` diagnostics, refreshes the code lenses and shows one summary message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types as T
+
+from ..explain import explain
+
+if TYPE_CHECKING:
+    from ..app import NkiLanguageServer
+    from ..documents import Snapshot
+    from ..tasks import TaskRef
+
+log = logging.getLogger(__name__)
+
+EXPLAIN = "nki.explainError"
+VERIFY = "nki.verify"
+FIX_KERNEL = "nki.fixKernel"
+_jobs: dict[str, asyncio.Task[None]] = {}  # progress token -> running verification
+
+
+def _uri_arg(args: tuple[Any, ...]) -> str | None:
+    if not args:
+        return None
+    a = args[0]
+    if isinstance(a, str):
+        return a
+    if isinstance(a, dict):
+        return a.get("uri") if isinstance(a.get("uri"), str) else None
+    return getattr(a, "uri", None)
+
+
+async def _verify_job(ls: NkiLanguageServer, snap: Snapshot, task: TaskRef, token: str | None) -> None:
+    progress = ls.work_done_progress
+    if token is not None:
+        progress.begin(token, T.WorkDoneProgressBegin(title="NKI: verifying", message=snap.path, cancellable=True))
+    result = None
+    try:
+        result = await ls.state.run("verify", snap, task)
+    except asyncio.CancelledError:
+        ls.window_show_message(T.ShowMessageParams(type=T.MessageType.Info, message="NKI: verification cancelled"))
+        return
+    finally:
+        if token is not None:
+            progress.end(token, T.WorkDoneProgressEnd(message="done"))
+            _jobs.pop(token, None)
+    ls.state.refresh_lenses()
+    if result is None:
+        msg, kind = "NKI: verification failed to run (see the server log)", T.MessageType.Error
+    elif result.correct:
+        msg = (f"NKI: ✓ verified on {result.raw.get('target')} (max abs error "
+               f"{result.raw.get('max_abs_error', 0):.3g})")
+        kind = T.MessageType.Info
+    else:
+        codes = ", ".join(sorted({d.code for d in result.diagnostics})) or "wrong result"
+        msg, kind = f"NKI: ✗ verification failed: {codes}", T.MessageType.Warning
+    ls.window_show_message(T.ShowMessageParams(type=kind, message=msg))
+
+
+def register(ls: NkiLanguageServer) -> None:
+    @ls.command(EXPLAIN)
+    # command handlers are introspected with get_type_hints: annotations must resolve at run time
+    def explain_error(ls: Any, *args: Any) -> str:
+        code = args[0] if args and isinstance(args[0], str) else None
+        if code is None:
+            raise ValueError("nki.explainError needs an error code argument")
+        text = explain(code)
+        ls.window_show_message(T.ShowMessageParams(type=T.MessageType.Info, message=text))
+        return text
+
+    @ls.command(VERIFY)
+    async def verify(ls: Any, *args: Any) -> dict[str, Any]:
+        uri = _uri_arg(args)
+        snap = ls.state.store.get(uri) if uri else None
+        if snap is None:
+            raise ValueError("nki.verify needs the URI of an open document")
+        task = ls.state.task_of(snap)
+        if task is None:
+            ls.window_show_message(T.ShowMessageParams(
+                type=T.MessageType.Warning,
+                message="NKI: no task found for this kernel (add `# nki-task: path/to/task.py`, a sibling task.py, "
+                        "or a nkiAgent.taskMap entry)"))
+            return {"started": False, "reason": "no task"}
+        if ls.state.settings.runner_url:
+            ls.state.show_once("runner", "NKI Agent: remote runner not available yet; using the embedded simulator.")
+        token: str | None = None
+        caps = ls.client_capabilities.window
+        if caps is not None and caps.work_done_progress:
+            token = str(uuid.uuid4())
+            try:
+                await ls.work_done_progress.create_async(token)
+            except Exception:  # noqa: BLE001 - the client refused: verify without progress
+                token = None
+        job = asyncio.ensure_future(_verify_job(ls, snap, task, token))
+        if token is not None:
+            _jobs[token] = job
+        return {"started": True, "task": task.path, "how": task.how}
+
+    @ls.command(FIX_KERNEL)
+    def fix_kernel(ls: Any, *args: Any) -> dict[str, Any]:
+        ls.window_show_message(T.ShowMessageParams(type=T.MessageType.Info,
+                                                   message="NKI Agent: the fix agent is not available yet."))
+        return {"started": False, "reason": "agent not available yet"}
+
+    @ls.feature(T.WINDOW_WORK_DONE_PROGRESS_CANCEL)
+    def cancel(ls: NkiLanguageServer, params: T.WorkDoneProgressCancelParams) -> None:
+        job = _jobs.pop(str(params.token), None)
+        if job is not None:
+            job.cancel()

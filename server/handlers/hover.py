@@ -1,0 +1,174 @@
+"""textDocument/hover: tensors, kernel parameters, NKI calls and error codes.
+
+- a tensor name: shape, rank, dtype, buffer, partition usage n/128, bytes per partition and the
+  SBUF/PSUM capacity of the selected target (the last simulation's trace wins over static facts);
+- a kernel parameter: rank and shape from the task's inputs when a simulation reported them;
+- ``nl.*`` / ``nisa.*`` calls: a short signature + limits blurb (``api_table``);
+- an error code in a comment, or any position under a squiggle: the code's explanation.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import TYPE_CHECKING
+
+from lsprotocol import types as T
+
+from ...toolchain.targets import get_target
+from .. import api_table
+from ..explain import code_at, explain
+from ..facts import Facts, TensorFact, fact_at, trace_facts
+from ..positions import utf16_to_index
+
+if TYPE_CHECKING:
+    from ..app import NkiLanguageServer
+    from ..documents import Snapshot
+
+_WORD = re.compile(r"[A-Za-z_][\w.]*")
+_IMPORT_AS = re.compile(r"^\s*import\s+([\w.]+)\s+as\s+(\w+)", re.MULTILINE)
+_FROM_IMPORT = re.compile(r"^\s*from\s+([\w.]+)\s+import\s+(\w+)(?:\s+as\s+(\w+))?", re.MULTILINE)
+DTYPE_BYTES = {"float32": 4, "tfloat32": 4, "int32": 4, "uint32": 4, "float16": 2, "bfloat16": 2, "int16": 2,
+               "uint16": 2, "int8": 1, "uint8": 1, "bool": 1, "bool_": 1, "float8_e4m3": 1, "float8_e5m2": 1,
+               "float8_e4m3fn": 1, "float64": 8, "int64": 8}
+
+
+def namespaces(text: str) -> dict[str, str]:
+    """alias -> 'nl' | 'nisa' from the file's imports (defaults: nl, nisa)."""
+    out = {"nl": "nl", "nisa": "nisa"}
+    for mod, alias in _IMPORT_AS.findall(text):
+        if mod.endswith(".language"):
+            out[alias] = "nl"
+        elif mod.endswith(".isa"):
+            out[alias] = "nisa"
+    for mod, name, alias in _FROM_IMPORT.findall(text):
+        if name in ("language", "isa"):
+            out[alias or name] = "nl" if name == "language" else "nisa"
+    return out
+
+
+def target_name(ls: NkiLanguageServer, uri: str) -> str:
+    if ls.state.settings.target != "auto":
+        return ls.state.settings.target
+    st = ls.state.docs.get(uri)
+    for run in (st.runs.values() if st else ()):
+        if run.raw.get("target"):
+            return str(run.raw["target"])
+    return "trn1"
+
+
+def word_at(line: str, index: int) -> tuple[str, int, int] | None:
+    for m in _WORD.finditer(line):
+        if m.start() <= index <= m.end():
+            return m.group(0), m.start(), m.end()
+    return None
+
+
+def fmt_shape(shape: tuple[int | None, ...] | None) -> str:
+    if shape is None:
+        return "unknown"
+    return "(" + ", ".join("?" if d is None else str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def tensor_markdown(f: TensorFact, target: str) -> str:
+    t = get_target(target)
+    rows = [f"**{f.name}** — tensor ({'last simulation' if f.source == 'simulation' else 'static inference'})", "",
+            "| | |", "|---|---|",
+            f"| shape | `{fmt_shape(f.shape)}` |",
+            f"| rank | {len(f.shape) if f.shape is not None else '?'} |",
+            f"| dtype | {f.dtype or '?'} |",
+            f"| buffer | {f.buffer or '?'} |"]
+    if len(f.shapes_seen) > 1:
+        rows.append(f"| shapes seen | {', '.join(fmt_shape(s) for s in f.shapes_seen[:4])} |")
+    on_chip = f.buffer in ("sbuf", "psum")
+    if on_chip and f.shape:
+        p = f.shape[0]
+        rows.append(f"| partitions | {p if p is not None else '?'}/{t.pmax} |")
+        free = f.shape[1:]
+        size = DTYPE_BYTES.get(f.dtype or "")
+        if size and all(d is not None for d in free):
+            per = math.prod(d for d in free if d is not None) * size
+            cap = t.sbuf_bytes_per_partition if f.buffer == "sbuf" else t.psum_bytes_per_partition
+            rows.append(f"| bytes / partition | {per:,} B ({100 * per / cap:.1f}% of {(f.buffer or '').upper()}) |")
+    rows.append(f"| {target} capacity | SBUF {t.sbuf_bytes_per_partition:,} B, PSUM {t.psum_bytes_per_partition:,} B "
+                "per partition |")
+    return "\n".join(rows)
+
+
+async def hover_markdown(ls: NkiLanguageServer, snap: Snapshot, line0: int, character: int) -> str | None:
+    lines = snap.text.split("\n")
+    if line0 < 0 or line0 >= len(lines):
+        return None
+    text = lines[line0].rstrip("\r")
+    index = utf16_to_index(text, character)
+    parts: list[str] = []
+    code = code_at(text, index)
+    if code:
+        parts.append(explain(code))
+    else:
+        found = word_at(text, index)
+        if found:
+            word = found[0]
+            head = word.split(".")
+            # cut the dotted word at the hovered segment: hovering `nl` in `nl.load` is still the call
+            ns = namespaces(snap.text).get(head[0])
+            if ns and len(head) >= 2:
+                doc = api_table.lookup(ns, head[1])
+                if doc:
+                    tname = target_name(ls, snap.uri)
+                    t = get_target(tname)
+                    mov = t.gemm_moving_fmax
+                    parts.append(api_table.render(doc, tname, t.pmax, t.sbuf_bytes_per_partition,
+                                                  t.psum_bytes_per_partition, t.gemm_stationary_fmax, mov))
+            else:
+                name = head[0]
+                facts = await ls.state.facts(snap)
+                md = _name_markdown(ls, snap, facts, name, line0 + 1, lines)
+                if md:
+                    parts.append(md)
+    # under a squiggle: explain its code (once per code)
+    _, diags = ls.state.current_diagnostics(snap.uri)
+    seen = {code} if code else set()
+    for _tier, _k, d in diags:
+        if d.line - 1 <= line0 <= d.end_line - 1 and d.code not in seen:
+            if d.line == d.end_line and not (d.column - 1 <= index <= d.end_column - 1):
+                continue
+            seen.add(d.code)
+            parts.append(explain(d.code))
+    return "\n\n---\n\n".join(parts) if parts else None
+
+
+def _name_markdown(ls: NkiLanguageServer, snap: Snapshot, facts: Facts, name: str, line1: int,
+                   lines: list[str]) -> str | None:
+    for k in facts.kernels:
+        if any(p[0] == name and p[1] <= line1 for p in k.params) and k.line <= line1:
+            shapes = ls.state.input_shapes(snap, facts).get(k.name, {})
+            shape = shapes.get(name)
+            if shape is not None:
+                return (f"**{name}** — parameter of kernel `{k.name}`\n\nrank {len(shape)}, shape `{fmt_shape(shape)}` "
+                        "(from the task's inputs in the last simulation)")
+            decl = fact_at([f for f in facts.tensors if f.line == k.line], name, line1)
+            if decl is not None and decl.shape is not None:
+                return f"**{name}** — parameter of kernel `{k.name}`\n\nrank {len(decl.shape)}, shape `{fmt_shape(decl.shape)}`"
+            if fact_at(facts.tensors, name, line1) is None:
+                return f"**{name}** — parameter of kernel `{k.name}` (shape known after a simulation on save)"
+    st = ls.state.docs.get(snap.uri)
+    candidates = list(facts.tensors)
+    for run in (st.runs.values() if st else ()):
+        candidates.extend(trace_facts(run.trace, lines))
+    f = fact_at(candidates, name, line1)
+    if f is None:
+        return None
+    return tensor_markdown(f, target_name(ls, snap.uri))
+
+
+def register(ls: NkiLanguageServer) -> None:
+    @ls.feature(T.TEXT_DOCUMENT_HOVER)
+    async def hover(ls: NkiLanguageServer, params: T.HoverParams) -> T.Hover | None:
+        snap = ls.state.store.get(params.text_document.uri)
+        if snap is None or snap.too_large:
+            return None
+        md = await hover_markdown(ls, snap, params.position.line, params.position.character)
+        if md is None:
+            return None
+        return T.Hover(contents=T.MarkupContent(kind=T.MarkupKind.Markdown, value=md))

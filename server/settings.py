@@ -1,0 +1,124 @@
+"""The server's settings: one typed schema, validated once per change, never fatal.
+
+The same model is the source of the VS Code ``contributes.configuration`` block in ``package.json``
+(``contributes_configuration()``; ``python -m nki_agent.server.settings`` prints it, a test keeps the
+two in sync). Settings arrive in ``initializationOptions`` and ``workspace/didChangeConfiguration``,
+either flat or under the ``nkiAgent`` section. Invalid values are dropped field by field (the rest
+is kept), and the caller shows ONE message listing them; a bad setting never stops the server.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic.alias_generators import to_camel
+
+SECTION = "nkiAgent"
+
+
+class ServerSettings(BaseModel):
+    """Every user-facing setting, with its default."""
+
+    model_config = ConfigDict(strict=True, extra="ignore", alias_generator=to_camel, populate_by_name=True,
+                              frozen=True)
+
+    target: Literal["auto", "trn1", "trn2", "trn3"] = Field(
+        "auto", description="Trainium generation to check and simulate for (auto: the task's TARGET, else the "
+                            "API generation's default: trn1 for classic kernels, trn3 for new ones).")
+    api_generation: Literal["auto", "classic", "new"] = Field(
+        "auto", description="NKI API generation your SDK accepts (new: NKI >= 0.4 rejects classic kernels).")
+    runner_url: str = Field("", description="URL of a remote Trainium runner for verification (not available yet).")
+    model_backend: Literal["none", "anthropic", "scripted"] = Field(
+        "none", description="LLM backend of the fix agent (the agent is not available yet).")
+    compiler_backend: Literal["embedded"] = Field(
+        "embedded", description="Toolchain used for simulation and verification: the embedded NKI simulator.")
+    verify_on_save: bool = Field(False, description="Verify the kernel against its task (all seeds) on every save.")
+    simulate_on_save: bool = Field(True, description="Simulate the kernel on its task's inputs on every save.")
+    debounce_ms: int = Field(75, ge=0, le=5000, description="Delay after the last keystroke before static checks run.")
+    task_map: dict[str, str] = Field(
+        default_factory=dict, description="Kernel glob -> task file (paths relative to the workspace root), "
+                                          "e.g. {\"kernels/*.py\": \"tasks/my_task.py\"}.")
+
+    @field_validator("runner_url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if v and not v.startswith(("http://", "https://")):
+            raise ValueError("must be an http(s) URL or empty")
+        return v
+
+
+DEFAULTS = ServerSettings.model_validate({})
+
+
+def _section(raw: Any) -> Any:
+    if isinstance(raw, dict):
+        for key in (SECTION, "nki-agent", "nki"):
+            if isinstance(raw.get(key), dict):
+                return raw[key]
+    return raw
+
+
+def parse(raw: Any) -> tuple[ServerSettings, list[str]]:
+    """Settings from a client payload, and the problems found (invalid fields fall back to defaults)."""
+    if isinstance(raw, dict) and SECTION in raw and not isinstance(raw[SECTION], dict):
+        return DEFAULTS, [f"{SECTION} must be an object, got {type(raw[SECTION]).__name__}"]
+    raw = _section(raw)
+    if raw is None:
+        return DEFAULTS, []
+    if not isinstance(raw, dict):
+        return DEFAULTS, [f"settings must be an object, got {type(raw).__name__}"]
+    data = dict(raw)
+    problems: list[str] = []
+    for _ in range(len(data) + 1):
+        try:
+            return ServerSettings.model_validate(data), problems
+        except ValidationError as exc:
+            bad = set()
+            for err in exc.errors():
+                key = str(err["loc"][0]) if err["loc"] else ""
+                problems.append(f"{SECTION}.{key}: {err['msg']}")
+                bad.add(key)
+            if not bad & set(data):
+                break
+            data = {k: v for k, v in data.items() if k not in bad}
+    return DEFAULTS, problems
+
+
+def _json_type(schema: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if "enum" in schema:
+        out["type"] = "string"
+        out["enum"] = schema["enum"]
+    elif "const" in schema:
+        out["type"] = "string"
+        out["enum"] = [schema["const"]]
+    else:
+        out["type"] = schema.get("type", "string")
+    for key in ("minimum", "maximum"):
+        if key in schema:
+            out[key] = schema[key]
+    if out["type"] == "object":
+        out["additionalProperties"] = {"type": "string"}
+    return out
+
+
+def contributes_configuration() -> dict[str, Any]:
+    """The VS Code ``contributes.configuration`` block generated from ``ServerSettings``."""
+    schema = ServerSettings.model_json_schema(by_alias=True)
+    props: dict[str, Any] = {}
+    for name, field in ServerSettings.model_fields.items():
+        alias = field.alias or name
+        entry = _json_type(schema["properties"][alias])
+        default = getattr(DEFAULTS, name)
+        entry["default"] = default
+        entry["description"] = field.description or ""
+        props[f"{SECTION}.{alias}"] = entry
+    return {"title": "NKI Agent", "properties": props}
+
+
+if __name__ == "__main__":  # python -m nki_agent.server.settings  -> the block for package.json
+    json.dump(contributes_configuration(), sys.stdout, indent=2)
+    sys.stdout.write("\n")

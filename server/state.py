@@ -1,0 +1,234 @@
+"""Server state and scheduling: open documents, settings, analysis results, and when to publish.
+
+Concurrency model (ruff's, in asyncio): the document store and every dict here are touched only on
+the event-loop thread; analyses get an immutable ``Snapshot`` and run in thread pools (one for the
+fast static tier, one for sandboxed simulations). Each change bumps the document's ``revision``; a
+debounced static check runs ``debounce_ms`` after the last change, and any result is published only
+if its snapshot is still the current revision — a result computed for an older version is never
+published. Published diagnostics are the union of the tiers computed for the current revision.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types as T
+
+from . import analysis
+from .analysis import RunResult, StaticResult
+from .convert import file_uri, to_lsp_diagnostic
+from .documents import DocumentStore, Snapshot, uri_to_path
+from .facts import Facts, static_facts
+from .settings import DEFAULTS, ServerSettings
+from .tasks import TaskRef, discover
+
+if TYPE_CHECKING:
+    from .app import NkiLanguageServer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Stats:
+    """Counters for tests and benchmarks (``nki/stats``)."""
+
+    published: int = 0
+    stale_dropped: int = 0
+    static_runs: int = 0
+    sim_runs: int = 0
+    errors: int = 0
+
+
+@dataclass
+class DocState:
+    static: StaticResult | None = None
+    runs: dict[str, RunResult] = field(default_factory=dict)  # simulate / verify -> last result (any revision)
+    pending: asyncio.Task[None] | None = None
+    facts: tuple[int, str, Facts] | None = None  # (revision, target, facts)
+
+
+class ServerState:
+    def __init__(self, server: NkiLanguageServer) -> None:
+        self.server = server
+        self.store = DocumentStore()
+        self.settings: ServerSettings = DEFAULTS
+        self.root: str | None = None
+        self.docs: dict[str, DocState] = {}
+        self.stats = Stats()
+        self.static_pool = ThreadPoolExecutor(2, thread_name_prefix="nki-static")
+        self.run_pool = ThreadPoolExecutor(2, thread_name_prefix="nki-run")
+        self.notified: set[str] = set()  # one-time messages already shown
+
+    # -- helpers ---------------------------------------------------------------------------------
+    def doc(self, uri: str) -> DocState:
+        return self.docs.setdefault(uri, DocState())
+
+    def show_once(self, key: str, message: str, kind: T.MessageType = T.MessageType.Info) -> None:
+        if key in self.notified:
+            return
+        self.notified.add(key)
+        self.server.window_show_message(T.ShowMessageParams(type=kind, message=message))
+
+    def task_of(self, snap: Snapshot) -> TaskRef | None:
+        return discover(snap.path, snap.text, dict(self.settings.task_map), self.root)
+
+    def input_shapes(self, snap: Snapshot, facts: Facts | None = None) -> dict[str, dict[str, tuple[int, ...]]]:
+        """kernel -> param -> shape from the last simulation's inputs (when the toolchain reports them)."""
+        st = self.docs.get(snap.uri)
+        run = st and (st.runs.get("simulate") or st.runs.get("verify"))
+        inputs = run.raw.get("inputs") if run else None
+        if not inputs or facts is None or not facts.kernels:
+            return {}
+        name = run.raw.get("kernel_name") if run else None
+        kernel = next((k for k in facts.kernels if k.name == name), facts.kernels[0])
+        shapes = {}
+        for (param, _, _), spec in zip(kernel.params, inputs):
+            if isinstance(spec, dict) and isinstance(spec.get("shape"), list):
+                shapes[param] = tuple(int(x) for x in spec["shape"])
+        return {kernel.name: shapes}
+
+    # -- static tier -----------------------------------------------------------------------------
+    def schedule_static(self, snap: Snapshot, delay: float | None = None) -> None:
+        st = self.doc(snap.uri)
+        if st.pending is not None and not st.pending.done():
+            st.pending.cancel()
+        wait = self.settings.debounce_ms / 1000 if delay is None else delay
+        st.pending = asyncio.ensure_future(self._static_after(snap, wait))
+
+    async def _static_after(self, snap: Snapshot, delay: float) -> None:
+        try:
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if not self.store.is_current(snap):
+                return
+            settings = analysis.check_settings(self.settings, self.input_shapes(snap, self._cached_facts(snap)))
+            loop = asyncio.get_running_loop()
+            result = await loop.run_in_executor(self.static_pool, analysis.static, snap, settings)
+            self.stats.static_runs += 1
+        except asyncio.CancelledError:
+            return
+        except Exception:  # an analysis bug costs one log line, never the server
+            log.exception("static analysis failed for %s", snap.uri)
+            self.stats.errors += 1
+            return
+        if not self.store.is_current(snap):
+            self.stats.stale_dropped += 1
+            return
+        self.doc(snap.uri).static = result
+        self.publish(snap.uri)
+
+    # -- simulation / verification tier ----------------------------------------------------------
+    async def run(self, kind: str, snap: Snapshot, task: TaskRef) -> RunResult | None:
+        """Simulate or verify ``snap`` in the sandbox; publish if still current."""
+        loop = asyncio.get_running_loop()
+        try:
+            result = await loop.run_in_executor(self.run_pool, analysis.run, kind, snap, task, self.settings)
+            self.stats.sim_runs += 1
+        except asyncio.CancelledError:
+            return None
+        except Exception:
+            log.exception("%s failed for %s", kind, snap.uri)
+            self.stats.errors += 1
+            return None
+        if snap.uri not in self.docs or self.store.get(snap.uri) is None:
+            return result
+        self.doc(snap.uri).runs[kind] = result
+        if self.store.is_current(snap):
+            self.publish(snap.uri)
+            if kind == "simulate" and result.raw.get("inputs"):
+                self.schedule_static(snap, 0)  # the inputs make the static checks rank-aware
+        else:
+            self.stats.stale_dropped += 1
+        return result
+
+    def on_save(self, snap: Snapshot) -> None:
+        if snap.too_large:
+            return
+        if not (self.settings.simulate_on_save or self.settings.verify_on_save):
+            return
+        task = self.task_of(snap)
+        if task is None:
+            return
+        if self.settings.runner_url:
+            self.show_once("runner", "NKI Agent: remote runner not available yet; using the embedded simulator.")
+        kind = "verify" if self.settings.verify_on_save else "simulate"
+        asyncio.ensure_future(self._run_and_refresh(kind, snap, task))
+
+    async def _run_and_refresh(self, kind: str, snap: Snapshot, task: TaskRef) -> None:
+        result = await self.run(kind, snap, task)
+        if result is not None and kind == "verify":
+            self.refresh_lenses()
+
+    def refresh_lenses(self) -> None:
+        caps = self.server.client_capabilities.workspace
+        if caps and caps.code_lens and caps.code_lens.refresh_support:
+            self.server.workspace_code_lens_refresh(None)
+
+    # -- facts (hover, inlay hints) -------------------------------------------------------------------
+    def _cached_facts(self, snap: Snapshot) -> Facts | None:
+        st = self.docs.get(snap.uri)
+        return st.facts[2] if st and st.facts and st.facts[0] == snap.revision else None
+
+    async def facts(self, snap: Snapshot) -> Facts:
+        st = self.doc(snap.uri)
+        target = analysis.check_settings(self.settings).target
+        if st.facts and st.facts[0] == snap.revision and st.facts[1] == target:
+            return st.facts[2]
+        if snap.too_large:
+            return Facts()
+        loop = asyncio.get_running_loop()
+        f = await loop.run_in_executor(self.static_pool, static_facts, snap.text, target, {})
+        if self.store.is_current(snap):
+            st.facts = (snap.revision, target, f)
+        return f
+
+    # -- publishing ---------------------------------------------------------------------------------
+    def current_diagnostics(self, uri: str) -> tuple[Snapshot | None, list[tuple[str, int, Any]]]:
+        """(snapshot, [(tier, index, model diagnostic)]) computed for the current revision."""
+        snap = self.store.get(uri)
+        st = self.docs.get(uri)
+        if snap is None or st is None:
+            return snap, []
+        out: list[tuple[str, int, Any]] = []
+        if st.static is not None and st.static.revision == snap.revision:
+            out.extend(("static", k, d) for k, d in enumerate(st.static.diagnostics))
+        for kind, run in st.runs.items():
+            if run.revision == snap.revision:
+                out.extend((kind, k, d) for k, d in enumerate(run.diagnostics))
+        return snap, out
+
+    def path_to_uri(self, uri: str, path: str) -> str | None:
+        if not path:
+            return uri
+        if os.path.abspath(path) == os.path.abspath(uri_to_path(uri)):
+            return uri
+        return file_uri(os.path.abspath(path))
+
+    def lsp_diagnostics(self, uri: str) -> tuple[Snapshot | None, list[T.Diagnostic]]:
+        snap, diags = self.current_diagnostics(uri)
+        if snap is None:
+            return None, []
+        lines = snap.text.split("\n")
+        to_uri: Callable[[str], str | None] = lambda p: self.path_to_uri(uri, p)
+        return snap, [to_lsp_diagnostic(d, lines, uri, to_uri, {"tier": tier, "index": k, "revision": snap.revision})
+                      for tier, k, d in diags]
+
+    def publish(self, uri: str) -> None:
+        snap, diags = self.lsp_diagnostics(uri)
+        if snap is None:
+            return
+        self.server.text_document_publish_diagnostics(
+            T.PublishDiagnosticsParams(uri=uri, diagnostics=diags, version=snap.version))
+        self.stats.published += 1
+
+    def clear(self, uri: str) -> None:
+        st = self.docs.pop(uri, None)
+        if st is not None and st.pending is not None:
+            st.pending.cancel()
+        self.server.text_document_publish_diagnostics(T.PublishDiagnosticsParams(uri=uri, diagnostics=[]))

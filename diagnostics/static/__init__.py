@@ -95,7 +95,7 @@ def check_text(path: str, text: str | bytes, settings: Settings | None = None) -
         if not info.generation:
             return []
         functions = _functions_of(module)
-        inside = set()
+        inside: set[int] = set()
         for fn_node, _ in functions:
             first = min([fn_node.lineno] + [d.lineno for d in fn_node.decorator_list])
             inside.update(range(first, (fn_node.end_lineno or first) + 1))

@@ -180,6 +180,8 @@ def _run(path: str, lines: list[str], node: ast.FunctionDef | ast.AsyncFunctionD
     ctx = FunctionContext(aliases=info.aliases, constants=info.constants, generation=info.generation,
                           is_kernel=is_kernel, text=text, target=settings.target, root=node,
                           param_shapes=dict(settings.input_shapes.get(node.name, {})))
+    if start_line == 1 and indent == 0:
+        ctx._lines = lines  # the whole file: share its lines instead of splitting it once per function
     findings: list[Finding] = []
 
     def emit(event: Event) -> None:

@@ -219,7 +219,33 @@ def rand(shape: Any, dtype: Any = np.float32, buffer: Any = None, name: str = ""
 
 _CLASSIC_ONLY = {"arange", "mgrid"}
 
-_UNSUPPORTED = ["all_reduce", "loop_reduce", "gather_flattened", "atomic_rmw", "random_seed", "dropout",
+def loop_reduce(x: Any, op: Any, loop_indices: Any = None, dtype: Any = None, mask: Any = None, **kw: Any) -> Tensor:
+    """``b = nl.loop_reduce(a, op, loop_indices)``: the destination ``b`` is also op's left input, i.e.
+    ``b = op(b, a)`` across the loop (the docs' equivalence). The destination is the name the call is
+    assigned to, read from the kernel's frame; an unbound or non-tile destination starts from ``a``."""
+    import sys
+
+    from ..location import user_frame
+    from .ops import common as c
+
+    c.sim("loop_reduce")
+    frame = user_frame(sys._getframe(1))
+    loc = caller_location()
+    prev = None
+    if frame is not None and loc is not None:
+        for node in ast_context(loc)[1:4]:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                prev = frame.f_locals.get(node.targets[0].id)
+                break
+    m = c.mask_of(mask)
+    vals = c.fp32(x, m)
+    out_dt = dtypes.as_dtype(dtype) if dtype is not None else (x.dtype if isinstance(x, Tensor) else dtypes.float32)
+    if isinstance(prev, Tensor) and prev.shape == tuple(vals.shape):
+        vals = c.apply_alu("loop_reduce", op, c.fp32(prev), vals)
+    return c.emit(np.array(vals), out_dt, m)
+
+
+_UNSUPPORTED = ["all_reduce", "gather_flattened", "atomic_rmw", "random_seed", "dropout",
                 "fori_loop", "while_loop", "dynamic_range", "select_reduce"]
 
 
@@ -236,6 +262,7 @@ def build(generation: str) -> types.ModuleType:
                "affine_range": affine_range, "sequential_range": sequential_range, "static_range": static_range,
                "softmax": reduce.softmax, "rms_norm": reduce.rms_norm, "where": elementwise.where,
                "matmul": mm.nl_matmul, "transpose": mm.nl_transpose, "tensor": Tensor, "rand": rand,
+               "loop_reduce": loop_reduce,
                "fp32": _FloatConstants(np.float32), "bfp16": _FloatConstants(dtypes.bfloat16),
                "fp16": _FloatConstants(np.float16)})
     for fname in ("ndarray", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like", "full_like",

@@ -31,11 +31,15 @@ def apply_edits(text: str, edits: tuple[TextEdit, ...] | list[TextEdit]) -> str:
 
 
 def verified_fixes(path: str, text: str, diagnostics: list[Diagnostic],
-                   check: Callable[[str, str], list[Diagnostic]]) -> dict[int, list[Fix]]:
-    """Fixes that pass the re-check, keyed by the index of their diagnostic in ``diagnostics``."""
+                   check: Callable[[str, str], list[Diagnostic]],
+                   only: set[int] | None = None) -> dict[int, list[Fix]]:
+    """Fixes that pass the re-check, keyed by the index of their diagnostic in ``diagnostics``
+    (``only``: re-check just these indices, e.g. the diagnostics under the cursor)."""
     before = Counter(d.code for d in diagnostics)
     out: dict[int, list[Fix]] = {}
     for k, diag in enumerate(diagnostics):
+        if only is not None and k not in only:
+            continue
         for fix in diag.fixes:
             try:
                 fixed = apply_edits(text, fix.edits)

@@ -86,10 +86,17 @@ def static(snap: Snapshot, settings: CheckSettings) -> StaticResult:
         return StaticResult(snap.revision, snap.version, (too_large(snap),))
     path = snap.path
     diags = check_text(path, snap.text, settings)
-    fixes: dict[int, list[Fix]] = {}
-    if any(d.fixes for d in diags):
-        fixes = verified_fixes(path, snap.text, diags, lambda p, t: check_text(p, t, settings))
-    return StaticResult(snap.revision, snap.version, tuple(diags), fixes)
+    # quick fixes are re-checked lazily, when a code action asks for them: a re-check costs a full check
+    return StaticResult(snap.revision, snap.version, tuple(diags), {})
+
+
+def fixes_for(result: StaticResult, snap: Snapshot, settings: CheckSettings, index: int) -> list[Fix]:
+    """The verified quick fixes of one diagnostic (memoised on the result of that document revision)."""
+    if index not in result.fixes:
+        found = verified_fixes(snap.path, snap.text, list(result.diagnostics),
+                               lambda p, t: check_text(p, t, settings), only={index})
+        result.fixes[index] = found.get(index, [])
+    return result.fixes[index]
 
 
 def run(kind: str, snap: Snapshot, task: TaskRef, settings: ServerSettings) -> RunResult:

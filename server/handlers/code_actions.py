@@ -61,8 +61,11 @@ def register(ls: NkiLanguageServer) -> None:
                     if md.code == diag.code and lsp_range(lines, md.line, md.column, md.end_line, md.end_column) == diag.range:
                         index = k
                         break
-            if isinstance(index, int):
-                for fix in result.fixes.get(index, []):
+            if isinstance(index, int) and 0 <= index < len(result.diagnostics):
+                fixes = await asyncio.get_running_loop().run_in_executor(
+                    ls.state.static_pool, analysis.fixes_for, result, snap, analysis.check_settings(ls.state.settings),
+                    index)
+                for fix in fixes:
                     edit = T.WorkspaceEdit(document_changes=[T.TextDocumentEdit(
                         text_document=T.OptionalVersionedTextDocumentIdentifier(uri=uri, version=snap.version),
                         edits=[to_lsp_edit(e, lines) for e in fix.edits])])

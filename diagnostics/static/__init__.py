@@ -117,9 +117,23 @@ def check_text(path: str, text: str | bytes, settings: Settings | None = None) -
         info = analyse(raw)
         if not info.generation:
             return []
+        inside = set()
         for fn in info.functions:
-            if fn.intact:
-                out.extend(_check_function(path, lines, fn, info, settings, failed))
+            if fn.top_level:
+                inside.update(range(fn.start_line, fn.end_line + 1))
+        module_text = "\n".join(line for n, line in enumerate(lines, 1) if n not in inside)
+        context_key = _context_key(info, settings) + (module_text, "partial")
+        for fn in info.functions:
+            if not fn.intact:
+                continue
+            key = ("\n".join(lines[fn.start_line - 1: fn.end_line]), context_key)
+            cached = _CACHE.get(key)
+            if cached is None:
+                found = _check_function(path, lines, fn, info, settings, failed)
+                cached = [_shift(d, 1 - fn.start_line) for d in found]
+                if not failed:
+                    _remember(key, cached)
+            out.extend(_shift(d, fn.start_line - 1, path) for d in cached)
     for line, col, end_col, message in classic_on_new_sdk.check_lines(lines, settings.sdk_generation):
         out.append(Diagnostic(classic_on_new_sdk.CODE, "error", message, path, line, col, line, end_col, SOURCE,
                               doc_url(classic_on_new_sdk.CODE)))

@@ -171,6 +171,7 @@ def launch(kernel: Kernel, grid: tuple[int, ...], args: tuple[Any, ...], kwargs:
         if any(type(a).__module__.startswith("torch") for a in list(args) + list(kwargs.values())):
             outputs = _to_torch(outputs)  # a torch caller gets torch tensors back, as from a real device
         record.mutated_inputs = [n for n, v in params.arguments.items() if isinstance(v, Tensor) and v.storage.mutated]
+        _write_back(func, params, args, kwargs)
     record.outputs = outputs
     record.trace = sim.trace
     record.peak_sbuf_bytes = peaks["sbuf"][0]
@@ -193,6 +194,22 @@ def kernel_location(kernel: Kernel) -> SourceLocation | None:
         if linecache.getline(code.co_filename, k).lstrip().startswith(("def ", "async def ")):
             return SourceLocation(code.co_filename, k, 1)
     return SourceLocation(code.co_filename, code.co_firstlineno, 1)
+
+
+def _write_back(func: Callable[..., Any], params: inspect.BoundArguments, args: tuple[Any, ...],
+                kwargs: dict[str, Any]) -> None:
+    """Old-style kernels write results into NumPy arrays passed as parameters (as ``simulate_kernel`` does):
+    copy what the kernel wrote back into the caller's arrays."""
+    try:
+        original = _signature(func).bind(*args, **kwargs).arguments
+    except (TypeError, ValueError):
+        return
+    for name, value in params.arguments.items():
+        src = original.get(name)
+        if isinstance(value, Tensor) and value.storage.mutated and isinstance(src, np.ndarray) \
+                and src.flags.writeable and src.shape == value.storage.array.shape \
+                and src.dtype == value.storage.array.dtype:
+            src[...] = value.storage.array
 
 
 def _check_grid(target: Target, kernel: Kernel, grid: tuple[int, ...]) -> None:

@@ -36,6 +36,7 @@ class AffineFrame:
     var_name: str
     iteration: int = 0
     owners: dict[int, np.ndarray] = field(default_factory=dict)
+    reported: bool = False  # one conflict report per loop is enough
 
 
 @dataclass

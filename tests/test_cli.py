@@ -90,7 +90,7 @@ def test_verify_target_is_reflected_in_json() -> None:
 
 # One fixture per kind of failure: classic ISA check, new-API target limit, immutable input, memory
 # model, Python exception in a helper, a whole-file problem (no kernel).
-BROKEN_CASES = ["partition_mismatch", "matmul_bf16_dst_trn1", "psum_overflow",
+BROKEN_CASES = ["partition_mismatch", "matmul_bf16_dst_trn1",
                 "python_exception_helper", "no_kernel"]
 
 

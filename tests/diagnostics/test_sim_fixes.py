@@ -33,8 +33,8 @@ def test_sim_fix_repairs_the_kernel(path: Path, tmp_path: Path) -> None:
     text = path.read_text()
     code, line = _expected(text)
     broken = verify_files(str(path), str(path), seeds=1)
-    assert not broken.correct
-    (problem,) = [p for p in broken.problems if p.severity == "error"]
+    assert not broken.correct or any(p.severity == "warning" for p in broken.problems)  # races are warnings
+    (problem,) = [p for p in broken.problems if p.severity in ("error", "warning")]
     assert (problem.code, problem.location.line if problem.location else None) == (code, line)
     candidates = fixes_for(problem, text, str(path))
     assert candidates, "no fix proposed"

@@ -15,10 +15,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..diagnostics.static import KERNEL_DECORATORS
+from ..diagnostics.static import dotted_name as _dotted
+
 log = logging.getLogger(__name__)
 
 _ASSIGN = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]+)?=(?!=)")
-KERNEL_DECORATORS = ("jit", "trace", "baremetal", "benchmark", "simulate_kernel", "nki_jit", "profile")
 LOOP_KINDS = ("affine_range", "sequential_range", "static_range", "range", "tile_range")
 
 
@@ -60,17 +62,6 @@ class Facts:
 def _char_col(lines: list[str], line: int, byte_col: int) -> int:
     text = lines[line - 1] if 0 < line <= len(lines) else ""
     return len(text.encode("utf-8")[:byte_col].decode("utf-8", "ignore")) + 1
-
-
-def _dotted(d: ast.expr) -> str:
-    target = d.func if isinstance(d, ast.Call) else d
-    parts = []
-    while isinstance(target, ast.Attribute):
-        parts.append(target.attr)
-        target = target.value
-    if isinstance(target, ast.Name):
-        parts.append(target.id)
-    return ".".join(reversed(parts))
 
 
 def kernels_of(module: ast.Module, lines: list[str]) -> list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, KernelFact]]:

@@ -233,7 +233,7 @@ def _functions_of(module: ast.Module) -> list[tuple[ast.FunctionDef | ast.AsyncF
         node = stack.pop()
         for child in ast.iter_child_nodes(node) if not isinstance(node, ast.expr) else ():
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                out.append((child, [_dotted(d) for d in child.decorator_list]))
+                out.append((child, [dotted_name(d) for d in child.decorator_list]))
                 stack.append(child)
             elif isinstance(child, (ast.ClassDef, ast.If, ast.Try, ast.With)):
                 stack.append(child)
@@ -241,7 +241,8 @@ def _functions_of(module: ast.Module) -> list[tuple[ast.FunctionDef | ast.AsyncF
     return out
 
 
-def _dotted(d: ast.expr) -> str:
+def dotted_name(d: ast.expr) -> str:
+    """``nki.jit`` for the decorator ``@nki.jit(...)`` (also used by the server's facts)."""
     target = d.func if isinstance(d, ast.Call) else d
     parts = []
     while isinstance(target, ast.Attribute):

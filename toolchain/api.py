@@ -7,6 +7,7 @@ return the same JSON-able dict; a problem that stops the job appears in ``proble
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from . import sandbox
@@ -28,7 +29,8 @@ def _merge(reply: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
 
 
 def verify(kernel: str, task: str, seeds: int = 3, target: str | None = None, kernel_name: str | None = None,
-           isolate: bool = True, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
+           isolate: bool = True, timeout: float = DEFAULT_TIMEOUT,
+           cancel: threading.Event | None = None) -> dict[str, Any]:
     base = {"kernel": kernel, "task": task, "target": target or "", "compiled": False, "correct": False,
             "seeds": [], "problems": []}
     if not isolate:
@@ -36,19 +38,30 @@ def verify(kernel: str, task: str, seeds: int = 3, target: str | None = None, ke
 
         return verify_files(kernel, task, seeds, target, kernel_name, time_limit=timeout).as_dict()
     req = {"op": "verify", "kernel": kernel, "task": task, "seeds": seeds, "target": target, "kernel_name": kernel_name}
-    return _merge(sandbox.run(req, timeout=timeout), base)
+    return _merge(sandbox.run(req, timeout=timeout, cancel=cancel), base)
 
 
 def simulate(kernel: str, task: str, target: str | None = None, kernel_name: str | None = None, seed: int = 0,
-             isolate: bool = True, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
+             isolate: bool = True, timeout: float = DEFAULT_TIMEOUT,
+             cancel: threading.Event | None = None) -> dict[str, Any]:
     base = {"kernel": kernel, "task": task, "ran": False, "outputs": [], "problems": []}
     if not isolate:
         from .simulate import simulate_files
 
         return simulate_files(kernel, task, target, kernel_name, seed, time_limit=timeout)
     req = {"op": "simulate", "kernel": kernel, "task": task, "target": target, "kernel_name": kernel_name, "seed": seed}
-    return _merge(sandbox.run(req, timeout=timeout), base)
+    return _merge(sandbox.run(req, timeout=timeout, cancel=cancel), base)
 
 
 def problems_of(result: dict[str, Any]) -> list[Problem]:
     return [Problem.from_dict(p) for p in result.get("problems", [])]
+
+
+def describe_task(task: str, isolate: bool = True, timeout: float = 30.0) -> dict[str, Any]:
+    """The task's inputs (shape, dtype per argument, seed 0) and settings, for prompts and hovers."""
+    base: dict[str, Any] = {"task": task, "inputs": [], "problems": []}
+    if not isolate:
+        from .tasks import describe_task as describe
+
+        return describe(task)
+    return _merge(sandbox.run({"op": "describe", "task": task}, timeout=timeout), base)

@@ -70,6 +70,7 @@ SIMULATOR: dict[str, tuple[str, str]] = {
     "sim_input_mutated": ("the kernel wrote into one of its inputs", _TILING),
     "sim_wrong_result": ("kernel output differs from the reference", _TILING),
     "sim_worker_crash": ("the simulation process died", _TILING),
+    "sim_cancelled": ("the simulation was cancelled", _TILING),
 }
 
 

@@ -13,6 +13,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from typing import Any
 
 from .errors import Problem, SourceLocation
@@ -21,10 +23,16 @@ DEFAULT_TIMEOUT = 60.0  # seconds of wall time per job; the largest example veri
 DEFAULT_MEMORY = 6 << 30  # address space of the worker: numpy + torch need ~2 GiB of it before any kernel runs
 STDERR_TAIL = 4000  # characters of worker stderr kept for diagnostics
 THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+CANCEL_POLL = 0.05  # seconds between looks at the cancel event while the worker runs: prompt enough for a click
 
 
-def run(request: dict[str, Any], timeout: float = DEFAULT_TIMEOUT, memory_bytes: int = DEFAULT_MEMORY) -> dict[str, Any]:
-    """Send one request to a fresh worker; returns its reply or a synthesized failure reply."""
+def run(request: dict[str, Any], timeout: float = DEFAULT_TIMEOUT, memory_bytes: int = DEFAULT_MEMORY,
+        cancel: threading.Event | None = None) -> dict[str, Any]:
+    """Send one request to a fresh worker; returns its reply or a synthesized failure reply.
+
+    Setting ``cancel`` kills the worker (its whole process group) and returns ``sim_cancelled``."""
+    if cancel is not None and cancel.is_set():
+        return _failure("sim_cancelled", "cancelled before it started", request)
     req = dict(request)
     req.setdefault("time_limit", max(timeout - 2.0, timeout * 0.9))
     req["memory_bytes"] = memory_bytes
@@ -39,12 +47,26 @@ def run(request: dict[str, Any], timeout: float = DEFAULT_TIMEOUT, memory_bytes:
                                 start_new_session=True)
     finally:
         os.close(w_fd)
-    try:
-        _, err = proc.communicate(json.dumps(req).encode(), timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill(proc)
-        os.close(r_fd)
-        return _failure("sim_timeout", f"the kernel did not finish within {timeout:g} s (infinite loop?)", request)
+    deadline = time.monotonic() + timeout
+    payload: bytes | None = json.dumps(req).encode()
+    while True:
+        step = deadline - time.monotonic()
+        if cancel is not None:
+            step = min(step, CANCEL_POLL)
+        try:
+            _, err = proc.communicate(payload, timeout=max(step, 0.0))
+            break
+        except subprocess.TimeoutExpired:
+            payload = None  # already handed to the worker; communicate() keeps writing it
+            if cancel is not None and cancel.is_set():
+                _kill(proc)
+                os.close(r_fd)
+                return _failure("sim_cancelled", "cancelled while running", request)
+            if time.monotonic() >= deadline:
+                _kill(proc)
+                os.close(r_fd)
+                return _failure("sim_timeout", f"the kernel did not finish within {timeout:g} s (infinite loop?)",
+                                request)
     with os.fdopen(r_fd, "rb") as f:
         raw = f.read()
     stderr = err.decode("utf-8", "replace")[-STDERR_TAIL:]

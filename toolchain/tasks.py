@@ -182,3 +182,37 @@ def load_task(path: str) -> Task:
                 allow_input_mutation=bool(getattr(module, "ALLOW_INPUT_MUTATION", False)),
                 target=getattr(module, "TARGET", None),
                 lnc=int(getattr(module, "LNC")) if getattr(module, "LNC", None) else None)
+
+
+def describe_task(path: str) -> dict[str, Any]:
+    """Shapes and dtypes of the task's inputs (seed 0) and its settings; problems instead of raising."""
+    from . import dtypes
+    from .sim.kernel import to_numpy_input
+
+    out: dict[str, Any] = {"task": path, "inputs": [], "problems": []}
+    try:
+        task = load_task(path)
+        task.seed(0)
+        raw = task.get_inputs()
+        inputs = list(raw) if isinstance(raw, (list, tuple)) else [raw]
+    except NkiError as e:
+        from .errors import Problem
+
+        out["problems"].append(Problem.from_error(e).as_dict())
+        return out
+    except Exception as e:  # the task's own code failed
+        from .errors import Problem
+
+        loc = traceback_location(e.__traceback__) or SourceLocation(path, 1)
+        out["problems"].append(Problem("sim_task_error", f"{type(e).__name__} in task code: {e}", location=loc).as_dict())
+        return out
+    for x in inputs:
+        arr = to_numpy_input(x)
+        if arr is None:
+            out["inputs"].append({"shape": None, "dtype": type(x).__name__, "value": repr(x)[:80]})
+        else:
+            out["inputs"].append({"shape": [int(d) for d in arr.shape], "dtype": dtypes.name(arr.dtype)})
+    out.update(kernel_name=task.kernel_name, grid=list(task.grid), lnc=task.lnc, target=task.target,
+               tolerance=task.tolerance, reference="Model" if task.reference is None else "reference",
+               allow_input_mutation=task.allow_input_mutation)
+    return out

@@ -37,6 +37,10 @@ def handle(req: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True, "result": simulate_files(req["kernel"], req["task"], target=req.get("target"),
                                                      kernel_name=req.get("kernel_name"), seed=int(req.get("seed", 0)),
                                                      time_limit=req.get("time_limit"))}
+    if op == "describe":
+        from .tasks import describe_task
+
+        return {"ok": True, "result": describe_task(req["task"])}
     return {"ok": False, "error": f"unknown op {op!r}"}
 
 

@@ -3,7 +3,7 @@ import numpy as np
 
 
 def get_inputs():
-    # 320 rows = two full 128-row tiles plus a ragged 64-row tile
+    # 2112 rows = 16 full 128-row tiles plus a ragged 64-row tile
     a = np.random.randn(2112, 1024).astype(np.float32)
     b = np.random.randn(2112, 1024).astype(np.float32)
     return [a, b]

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from lsprotocol import types as T
 
 from ...toolchain.targets import get_target
-from .. import api_table
+from ...diagnostics import api_reference as api_table
 from ..explain import code_at, explain
 from ..facts import Facts, TensorFact, fact_at, trace_facts
 from ..positions import utf16_to_index

@@ -93,3 +93,27 @@ def test_deeply_nested_source(tmp_path: Path) -> None:
     res = check_file(str(p))
     assert len(res.problems) == 1
     assert api.verify(str(p), str(p), seeds=1)["problems"]
+
+
+def test_cancel_kills_a_running_worker() -> None:
+    """Cancelling ends an endless kernel long before its 120 s limit (sim_timeout would mean it was ignored)."""
+    import threading
+
+    path = str(HOSTILE / "infinite_loop.py")
+    cancel = threading.Event()
+    timer = threading.Timer(1.0, cancel.set)
+    timer.start()
+    try:
+        res = api.verify(path, path, seeds=1, timeout=120.0, cancel=cancel)
+    finally:
+        timer.cancel()
+    assert _codes(res) == ["sim_cancelled"]
+
+
+def test_cancel_before_start_runs_nothing() -> None:
+    import threading
+
+    cancel = threading.Event()
+    cancel.set()
+    path = str(HOSTILE / "infinite_loop.py")
+    assert _codes(api.verify(path, path, seeds=1, cancel=cancel)) == ["sim_cancelled"]

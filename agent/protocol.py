@@ -8,8 +8,9 @@ Backends raise ``BackendError`` with a ``kind``; the loop decides what a kind me
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 Role = Literal["user", "assistant"]
 StopReason = Literal["end_turn", "tool_use", "max_tokens", "refusal", "other"]
@@ -59,7 +60,7 @@ class Usage:
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
 
-    def add(self, other: "Usage") -> None:
+    def add(self, other: Usage) -> None:
         self.input_tokens += other.input_tokens
         self.output_tokens += other.output_tokens
         self.cache_read_tokens += other.cache_read_tokens
@@ -80,6 +81,8 @@ class Workspace:
     task: str
     diagnostics: list[Any] = field(default_factory=list)  # diagnostics.model.Diagnostic of the last compile/verify
     verified: bool = False
+    target: str | None = None
+    sdk_generation: str = ""  # "new" when the installed SDK rejects classic kernels
 
 
 @dataclass

@@ -15,7 +15,7 @@ import json
 
 from ...diagnostics.fixes import apply_edits, verified_fixes
 from ...diagnostics.model import Diagnostic, Fix
-from ...diagnostics.sim_fixes import fixes_for
+from ...diagnostics.sim_fixes import fixes_for, migrate_to_new_api
 from ...diagnostics.static import Settings, check_text
 from ..protocol import BackendError, ModelReply, ModelRequest, ToolCall, Usage, Workspace
 
@@ -54,6 +54,9 @@ class RulesBackend:
         static = check(ws.path, ws.code)
         for k, fixes in sorted(verified_fixes(ws.path, ws.code, static, check).items()):
             out.extend((f"{f.title} ({static[k].code}, line {static[k].line})", _apply(ws.code, f)) for f in fixes)
+        if any(d.code == "sim_removed_api" and "classic NKI API" in d.message for d in static):
+            out.extend((f"{f.title} (classic API on a new-only SDK)", _apply(ws.code, f))
+                       for f in migrate_to_new_api(ws.code))
         for d in ws.diagnostics:
             for f in fixes_for(d, ws.code, ws.path):
                 out.append((f"{f.title} ({d.code}, line {d.line})", _apply(ws.code, f)))

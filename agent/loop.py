@@ -56,6 +56,7 @@ class AgentConfig:
     profiler: Profiler | None = None
     prefer_toolchain: str = "auto"  # auto: the real Neuron SDK when installed, else the embedded toolchain
     tool_timeout: float = 120.0
+    isolate: bool = True  # run candidates in the sandboxed worker; False only in tests and benchmarks
 
 
 @dataclass
@@ -109,7 +110,7 @@ def run_agent(snapshot: Snapshot, path: str, task_path: str, router: Router | Mo
     traj = Trajectory(cfg.trajectory_dir, path)
     tools = ToolBox(path, snapshot.text, task_path, self_task=self_task, target=cfg.target,
                     sdk_generation=cfg.sdk_generation, seeds=cfg.seeds, profiler=cfg.profiler, cancel=cancel,
-                    prefer_toolchain=cfg.prefer_toolchain, timeout=cfg.tool_timeout)
+                    prefer_toolchain=cfg.prefer_toolchain, timeout=cfg.tool_timeout, isolate=cfg.isolate)
 
     def emit(kind: str, message: str, tool: str = "") -> None:
         if on_event is not None:
@@ -142,7 +143,7 @@ def run_agent(snapshot: Snapshot, path: str, task_path: str, router: Router | Mo
             return finish("already_correct", "the kernel already verifies")
         if cancel.is_set():
             return finish("cancelled", "cancelled")
-        desc = api.describe_task(tools.task_path, timeout=DESCRIBE_TIMEOUT)
+        desc = api.describe_task(tools.task_path, isolate=cfg.isolate, timeout=DESCRIBE_TIMEOUT)
         generation = "classic" if re.search(r"^\s*(from|import) neuronxcc", snapshot.text, re.MULTILINE) else "new"
         system = prompts.system_prompt(desc, generation, cfg.target, cfg.seeds, cfg.max_turns)
         user = prompts.task_message(path, snapshot.text, first.content)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import itertools
 import os
 import sys
 import tempfile
@@ -31,6 +32,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from ..toolchain import api
+
 MAX_PER_KERNEL = 2  # sites of one operator in one kernel: a third would exercise the same repair again
 MAX_PER_OPERATOR = 10  # per operator over all kernels, spread evenly: ~100 mutants, a full agent run in minutes
 VERIFY_SEEDS = 2  # a second input draw catches a bug one lucky draw hides, at twice the cost of one
@@ -39,6 +42,7 @@ BAD_PARTITIONS = "256"  # the classic "tile of 256 rows" mistake: twice nl.tile_
 REDUCTIONS = {"max", "min", "sum", "mean", "prod", "tensor_reduce"}  # calls whose axis= picks the reduced axis
 ACTIVATION_SWAP = {"gelu": "silu", "silu": "gelu", "relu": "gelu", "rsqrt": "sqrt"}  # plausible confusions
 NON_COMMUTATIVE = {"subtract", "divide"}  # element-wise ops whose operand order matters
+REPO_EXAMPLES = Path(__file__).resolve().parents[1] / "examples"  # a source checkout's examples/ (not installed)
 
 
 @dataclass(frozen=True)
@@ -72,26 +76,21 @@ class Source:
         self.text = text
         self.tree = ast.parse(text)
         self.lines = text.splitlines(keepends=True)
-        self.starts = [0]
-        for line in self.lines:
-            self.starts.append(self.starts[-1] + len(line))
-        self.generation = "classic" if "neuronxcc" in _imported(self.tree) else "new"
-        self.nl, self.nisa = "nl", "nisa"
-        for node in self.tree.body:
-            if isinstance(node, ast.Import):
-                for a in node.names:
-                    if a.name.endswith(".language"):
-                        self.nl = a.asname or a.name
-                    elif a.name.endswith(".isa"):
-                        self.nisa = a.asname or a.name
+        self.starts = [0, *itertools.accumulate(len(line) for line in self.lines)]
+        mods = [(a.name, a.asname or a.name) for n in self.tree.body if isinstance(n, ast.Import) for a in n.names]
+        mods += [(f"{n.module}.{a.name}", a.asname or a.name) for n in self.tree.body
+                 if isinstance(n, ast.ImportFrom) and n.module for a in n.names]
+        self.generation = "classic" if any(m.startswith("neuronxcc") for m, _ in mods) else "new"
+        self.nl = next((local for m, local in mods if m.endswith(".language")), "nl")
+        self.nisa = next((local for m, local in mods if m.endswith(".isa")), "nisa")
         self.parents = {id(c): p for p in ast.walk(self.tree) for c in ast.iter_child_nodes(p)}
 
     def offset(self, line: int, col: int) -> int:
         return self.starts[line - 1] + len(self.lines[line - 1].encode("utf-8")[:col].decode("utf-8", "ignore"))
 
     def span(self, node: ast.AST) -> tuple[int, int]:
-        line, end_line = node.lineno, node.end_lineno
-        return self.offset(line, node.col_offset), self.offset(end_line, node.end_col_offset)
+        pos = [getattr(node, k) for k in ("lineno", "col_offset", "end_lineno", "end_col_offset")]
+        return self.offset(pos[0], pos[1]), self.offset(pos[2], pos[3])
 
     def seg(self, node: ast.AST) -> str:
         a, b = self.span(node)
@@ -123,16 +122,6 @@ class Source:
         if isinstance(body, list) and body == [stmt]:
             return a, b, " " * stmt.col_offset + "pass\n"  # the block must keep a statement
         return a, b, ""
-
-
-def _imported(tree: ast.Module) -> set[str]:
-    names = set()
-    for node in tree.body:
-        if isinstance(node, ast.Import):
-            names.update(a.name.split(".")[0] for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module.split(".")[0])
-    return names
 
 
 def _qual(node: ast.AST) -> str:
@@ -169,12 +158,6 @@ def _allocs(src: Source, buffer: str) -> dict[str, list[ast.Assign]]:
     return out
 
 
-def _stmt_of(src: Source, node: ast.AST) -> ast.stmt:
-    while not isinstance(node, ast.stmt):
-        node = src.parents[id(node)]
-    return node
-
-
 # -- quick-fix family -------------------------------------------------------------------------------------
 def _bool_and(src: Source) -> list[Site]:
     out = []
@@ -192,18 +175,12 @@ def _arange_1d(src: Source) -> list[Site]:
             for n in src.nodes(ast.Subscript) if _is_call(n.value, src.nl, ("arange",))]
 
 
-def _output_writes(src: Source) -> list[ast.stmt]:
-    hbm = set(_allocs(src, "shared_hbm"))
-    return [s for s in src.nodes(ast.Expr) if _is_call(s.value, src.nl, ("store",))
-            or (_is_call(s.value, src.nisa, ("dma_copy",)) and _root(_arg(s.value, 0, "dst")) in hbm)]
-
-
 def _drop_store(src: Source) -> list[Site]:
-    writes = _output_writes(src)
-    if not writes:
-        return []
-    last = writes[-1]
-    return [src.site([src.delete(last)], src.lines_of(last)[0], f"final output write `{src.seg(last)}` removed")]
+    hbm = set(_allocs(src, "shared_hbm"))
+    writes = [s for s in src.nodes(ast.Expr) if _is_call(s.value, src.nl, ("store",))
+              or (_is_call(s.value, src.nisa, ("dma_copy",)) and _root(_arg(s.value, 0, "dst")) in hbm)]
+    return [src.site([src.delete(w)], src.lines_of(w)[0], f"final output write `{src.seg(w)}` removed")
+            for w in writes[-1:]]
 
 
 def _psum_bf16(src: Source) -> list[Site]:
@@ -221,11 +198,10 @@ def _psum_bf16(src: Source) -> list[Site]:
 
 
 def _shared_hbm_in_loop(src: Source) -> list[Site]:
-    out = []
+    out, outputs = [], [id(a) for v in _allocs(src, "shared_hbm").values() for a in v]
     for fn in src.nodes(ast.FunctionDef):
         for i, stmt in enumerate(fn.body):
-            if not (isinstance(stmt, ast.Assign) and any(stmt is a for v in _allocs(src, "shared_hbm").values()
-                                                         for a in v) and stmt.end_lineno == stmt.lineno):
+            if id(stmt) not in outputs or stmt.end_lineno != stmt.lineno:
                 continue
             loop = next((s for s in fn.body[i + 1:] if isinstance(s, ast.For)), None)
             if loop is None:
@@ -390,13 +366,20 @@ def _mixed_indexing(src: Source) -> list[Site]:
 
 @dataclass(frozen=True)
 class Operator:
-    """A mutation operator: ``sites(source)`` lists every mutant it can make of one kernel, in source order."""
+    """A mutation operator: ``sites(source)`` lists every mutant it can make of one kernel, in source order.
+    ``expected_class``: what a correct toolchain reports for it under the task's default target;
+    ``family``: ``quick_fix`` if a deterministic quick fix in ``diagnostics/`` targets bugs of this kind,
+    ``logic`` if none can."""
 
     name: str
     expected_class: str
     family: Literal["quick_fix", "logic"]
     description: str
     sites: Callable[[Source], list[Site]]
+    expected_new: str = ""  # the class in a new-API kernel, when the generations differ
+
+    def expected(self, generation: str) -> str:
+        return self.expected_new if generation == "new" and self.expected_new else self.expected_class
 
 
 _OPERATORS = (
@@ -406,10 +389,12 @@ _OPERATORS = (
              "`nl.arange(n)[:, None]` -> `nl.arange(n)`", _arange_1d),
     Operator("drop_store", "err_tensor_output_not_written_to", "quick_fix",
              "the final write of the output removed", _drop_store),
-    Operator("psum_bf16", "sim_unsupported_dtype", "quick_fix",
-             "matmul PSUM accumulator fp32 -> bf16", _psum_bf16),
+    # bf16 PSUM is legal on the default targets (classic trn1, new trn3): the bug shows as lost precision;
+    # sim_unsupported_dtype (and its quick fix) only on a new-API kernel verified for trn1/trn2
+    Operator("psum_bf16", WRONG_RESULT, "quick_fix", "matmul PSUM accumulator fp32 -> bf16", _psum_bf16),
+    # the new compiler allows the allocation in a loop: each iteration then rebinds a fresh output
     Operator("shared_hbm_in_loop", "err_shared_hbm_must_in_kernel_level", "quick_fix",
-             "the hoisted shared_hbm output allocated inside the loop", _shared_hbm_in_loop),
+             "the hoisted shared_hbm output allocated inside the loop", _shared_hbm_in_loop, WRONG_RESULT),
     Operator("partition_256", "err_num_partition_exceed_arch_limit", "quick_fix",
              "partition tile size 128 -> 256", _partition_256),
     Operator("psum_store", "err_unsupported_memory", "quick_fix",
@@ -418,28 +403,28 @@ _OPERATORS = (
              "classic `neuronxcc.nki` imports in a new-API kernel (the migration case)", _classic_import),
     Operator("mixed_indexing", "err_unsupported_mixing_basic_advanced_tensor_indexing", "logic",
              "a free-axis index array replaced by a slice next to an index array", _mixed_indexing),
-    Operator("off_by_one", WRONG_RESULT, "logic", "a slice or arange bound one short", _off_by_one),
+    Operator("off_by_one", "sim_shape_mismatch", "logic", "a slice or arange bound one short", _off_by_one),
     Operator("swap_operands", WRONG_RESULT, "logic",
              "operands of a non-commutative op (subtract, divide, matmul) swapped", _swap_operands),
-    Operator("reduce_axis", WRONG_RESULT, "logic", "reduction over axis 0 instead of axis 1", _reduce_axis),
+    Operator("reduce_axis", "sim_invalid_argument", "logic", "reduction over the partition axis (axis=0) "
+             "instead of axis=1", _reduce_axis),
     Operator("wrong_activation", WRONG_RESULT, "logic", "gelu/silu/relu/rsqrt swapped for a look-alike",
              _wrong_activation),
     Operator("drop_scale", WRONG_RESULT, "logic", "a scale factor (1/n, 1/sqrt(d), scale=) dropped", _drop_scale),
 )
 
 
+_BY_NAME = {op.name: op for op in _OPERATORS}
+
+
 def operators() -> list[Operator]:
     return list(_OPERATORS)
 
 
-def _examples_dir() -> Path:
-    repo = Path(__file__).resolve().parents[1] / "examples"
-    return repo if repo.is_dir() else Path("examples")
-
-
 def kernels(examples_dir: str | os.PathLike[str] | None = None) -> list[tuple[Path, Path]]:
     """(kernel, task) pairs: every ``kernel_*.py`` next to a ``task.py``, sorted (as ``nki-agent demo``)."""
-    root = Path(examples_dir) if examples_dir is not None else _examples_dir()
+    default = REPO_EXAMPLES if REPO_EXAMPLES.is_dir() else Path("examples")
+    root = Path(examples_dir) if examples_dir is not None else default
     return [(k, t) for t in sorted(root.glob("*/task.py")) for k in sorted(t.parent.glob("kernel_*.py"))]
 
 
@@ -467,17 +452,17 @@ def mutants(examples_dir: str | os.PathLike[str] | None = None,
                     continue
                 seen.add(site.text)
                 found.append(Mutant(f"{kernel.parent.name}/{api_name}/{op.name}/{k}", op.name, str(kernel),
-                                    str(task), site.text, site.line, site.description, op.expected_class))
+                                    str(task), site.text, site.line, site.description,
+                                    op.expected(src.generation)))
         per_op.append(_spread(found, per_operator))
     out = [m for i in range(max(map(len, per_op), default=0)) for ms in per_op if i < len(ms) for m in [ms[i]]]
     return out[:limit] if limit is not None else out
 
 
 def _by_name(name: str) -> Operator:
-    for op in _OPERATORS:
-        if op.name == name:
-            return op
-    raise ValueError(f"unknown mutation operator {name!r}; known: {', '.join(o.name for o in _OPERATORS)}")
+    if name not in _BY_NAME:
+        raise ValueError(f"unknown mutation operator {name!r}; known: {', '.join(_BY_NAME)}")
+    return _BY_NAME[name]
 
 
 def _parses(text: str) -> bool:
@@ -493,8 +478,6 @@ Verify = Callable[[str, str], dict[str, Any]]
 
 
 def _default_verify(kernel: str, task: str) -> dict[str, Any]:
-    from ..toolchain import api
-
     return api.verify(kernel, task, seeds=VERIFY_SEEDS)
 
 

@@ -85,7 +85,7 @@ class ToolBox:
     def __init__(self, path: str, original: str, task_path: str, *, self_task: bool = False,
                  target: str | None = None, sdk_generation: str = "", seeds: int = 3,
                  profiler: Profiler | None = None, cancel: threading.Event | None = None,
-                 prefer_toolchain: str = "auto", timeout: float = TOOL_TIMEOUT):
+                 prefer_toolchain: str = "auto", timeout: float = TOOL_TIMEOUT, isolate: bool = True):
         self.path = path
         self.original = original
         self.code = original
@@ -96,6 +96,7 @@ class ToolBox:
         self.cancel = cancel or threading.Event()
         self.prefer = prefer_toolchain
         self.timeout = timeout
+        self.isolate = isolate
         self.diagnostics: list[Diagnostic] = []
         self.verified_code: str | None = None
         self.last_verify: dict[str, Any] | None = None
@@ -206,7 +207,7 @@ class ToolBox:
             return ToolOutcome(render("verify", "NOT RUN: the kernel does not compile", diags, text), ran="verify",
                                diagnostics=diags)
         raw = api.verify(self._write(text), self.task_path, seeds=self.seeds, target=self.target,
-                         timeout=self.timeout, cancel=self.cancel)
+                         timeout=self.timeout, cancel=self.cancel, isolate=self.isolate)
         self.last_verify = raw
         problems = [self._relocate(from_problem(p, "nki-verify", self.path)) for p in api.problems_of(raw)]
         if _digest(self.task_path) != self.task_digest:

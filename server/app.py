@@ -69,6 +69,7 @@ class NkiLanguageServer(LanguageServer):
 def build() -> NkiLanguageServer:
     """A server with every handler family registered."""
     from .handlers import (
+        agent_fix,
         code_actions,
         code_lens,
         commands,
@@ -80,6 +81,7 @@ def build() -> NkiLanguageServer:
     )
 
     ls = NkiLanguageServer()
-    for module in (lifecycle, documents, hover, inlay_hints, code_actions, code_lens, commands, introspection):
+    for module in (lifecycle, documents, hover, inlay_hints, code_actions, code_lens, commands, agent_fix,
+                   introspection):
         module.register(ls)
     return ls

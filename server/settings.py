@@ -31,8 +31,14 @@ class ServerSettings(BaseModel):
     api_generation: Literal["auto", "classic", "new"] = Field(
         "auto", description="NKI API generation your SDK accepts (new: NKI >= 0.4 rejects classic kernels).")
     runner_url: str = Field("", description="URL of a remote Trainium runner for verification (not available yet).")
-    model_backend: Literal["none", "anthropic", "scripted"] = Field(
-        "none", description="LLM backend of the fix agent (the agent is not available yet).")
+    model_backend: str = Field(
+        "rules", description="Backends of the fix agent, cheapest first (comma-separated; the router escalates "
+                             "along the chain): rules (offline quick fixes), anthropic[:MODEL] (Claude; needs "
+                             "ANTHROPIC_API_KEY in the server's environment), openai:MODEL@URL (an OpenAI-compatible "
+                             "server such as vLLM).")
+    agent_max_turns: int = Field(10, ge=1, le=50, description="Model turns the fix agent may take per run.")
+    agent_max_dollars: float = Field(5.0, ge=0.0, le=1000.0, description="Spend limit of one fix-agent run in US$ "
+                                                                       "(0: none).")
     compiler_backend: Literal["embedded"] = Field(
         "embedded", description="Toolchain used for simulation and verification: the embedded NKI simulator.")
     verify_on_save: bool = Field(False, description="Verify the kernel against its task (all seeds) on every save.")
@@ -41,6 +47,17 @@ class ServerSettings(BaseModel):
     task_map: dict[str, str] = Field(
         default_factory=dict, description="Kernel glob -> task file (paths relative to the workspace root), "
                                           "e.g. {\"kernels/*.py\": \"tasks/my_task.py\"}.")
+
+    @field_validator("model_backend")
+    @classmethod
+    def _chain(cls, v: str) -> str:
+        from ..agent.backends import SpecError, parse_chain
+
+        try:
+            parse_chain(v)
+        except SpecError as e:
+            raise ValueError(str(e)) from None
+        return v
 
     @field_validator("runner_url")
     @classmethod

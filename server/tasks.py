@@ -1,52 +1,7 @@
-"""Task discovery: which task module a kernel is simulated and verified against.
-
-In order (the first that names an existing file wins; explicit beats implicit):
-
-1. a ``# nki-task: relative/path.py`` comment in the kernel's buffer, relative to the kernel's folder;
-2. the ``nkiAgent.taskMap`` setting: ``{"glob": "task path"}``, globs matched against the kernel path
-   relative to the workspace root (or absolute), task paths relative to the workspace root;
-3. the kernel file itself, when it defines ``get_inputs`` (kernel and task in one file);
-4. a sibling ``task.py`` in the kernel's folder.
-
-The task is the user's file on disk; only the kernel comes from the open buffer.
-"""
+"""Task discovery for the server: re-exported from ``toolchain.task_discovery`` (shared with the CLI and agent)."""
 
 from __future__ import annotations
 
-import fnmatch
-import os
-import re
-from dataclasses import dataclass
+from ..toolchain.task_discovery import SELF, TaskRef, discover
 
-_COMMENT = re.compile(r"^\s*#\s*nki-task:\s*(\S+)", re.MULTILINE)
-_GET_INPUTS = re.compile(r"^def get_inputs\s*\(", re.MULTILINE)
-SELF = "<self>"  # the kernel buffer is its own task
-
-
-@dataclass(frozen=True)
-class TaskRef:
-    path: str  # a task file on disk, or SELF
-    how: str  # comment | taskMap | self | sibling
-
-
-def discover(kernel_path: str, text: str, task_map: dict[str, str], root: str | None) -> TaskRef | None:
-    """The task of the kernel at ``kernel_path`` whose buffer is ``text``, or None."""
-    folder = os.path.dirname(os.path.abspath(kernel_path))
-    m = _COMMENT.search(text)
-    if m:
-        cand = os.path.normpath(os.path.join(folder, m.group(1)))
-        if os.path.isfile(cand):
-            return TaskRef(cand, "comment")
-    if task_map:
-        rel = os.path.relpath(kernel_path, root) if root else kernel_path
-        for pattern, task in task_map.items():
-            if fnmatch.fnmatch(rel, pattern) or fnmatch.fnmatch(kernel_path, pattern):
-                cand = os.path.normpath(os.path.join(root or folder, task))
-                if os.path.isfile(cand):
-                    return TaskRef(cand, "taskMap")
-    if _GET_INPUTS.search(text):
-        return TaskRef(SELF, "self")
-    sibling = os.path.join(folder, "task.py")
-    if os.path.isfile(sibling) and os.path.abspath(kernel_path) != sibling:
-        return TaskRef(sibling, "sibling")
-    return None
+__all__ = ["SELF", "TaskRef", "discover"]

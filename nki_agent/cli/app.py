@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import typer
 
-from . import check, check_log, demo, explain, lsp, simulate, verify
+from . import check, check_log, demo, explain, export_sft, fix, lsp, simulate, verify
 
 app = typer.Typer(
     name="nki-agent",
-    help="NKI Agent: check, simulate and verify AWS Neuron (NKI) kernels without Trainium.",
+    help="NKI Agent: check, simulate, verify and repair AWS Neuron (NKI) kernels without Trainium.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -20,6 +20,8 @@ app.command("demo")(demo.command)
 app.command("explain")(explain.command)
 app.command("check-log")(check_log.command)
 app.command("lsp")(lsp.command)
+app.command("fix")(fix.command)
+app.command("export-sft")(export_sft.command)
 
 
 def run() -> None:

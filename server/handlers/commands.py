@@ -1,4 +1,4 @@
-"""workspace/executeCommand: Explain error, Verify now, Fix kernel with agent (stub).
+"""workspace/executeCommand: Explain error, Verify now (Fix kernel with agent: ``agent_fix.py``).
 
 ``nki.verify`` returns at once and verifies the open buffer against its task in the background
 (work-done progress when the client supports it; cancelling it drops the result), then publishes
@@ -29,7 +29,7 @@ FIX_KERNEL = "nki.fixKernel"
 _jobs: dict[str, asyncio.Task[None]] = {}  # progress token -> running verification
 
 
-def _uri_arg(args: tuple[Any, ...]) -> str | None:
+def uri_arg(args: tuple[Any, ...]) -> str | None:
     if not args:
         return None
     a = args[0]
@@ -80,7 +80,7 @@ def register(ls: NkiLanguageServer) -> None:
 
     @ls.command(VERIFY)
     async def verify(ls: Any, *args: Any) -> dict[str, Any]:
-        uri = _uri_arg(args)
+        uri = uri_arg(args)
         snap = ls.state.store.get(uri) if uri else None
         if snap is None:
             raise ValueError("nki.verify needs the URI of an open document")
@@ -106,14 +106,11 @@ def register(ls: NkiLanguageServer) -> None:
             _jobs[token] = job
         return {"started": True, "task": task.path, "how": task.how}
 
-    @ls.command(FIX_KERNEL)
-    def fix_kernel(ls: Any, *args: Any) -> dict[str, Any]:
-        ls.window_show_message(T.ShowMessageParams(type=T.MessageType.Info,
-                                                   message="NKI Agent: the fix agent is not available yet."))
-        return {"started": False, "reason": "agent not available yet"}
-
     @ls.feature(T.WINDOW_WORK_DONE_PROGRESS_CANCEL)
     def cancel(ls: NkiLanguageServer, params: T.WorkDoneProgressCancelParams) -> None:
+        from . import agent_fix
+
         job = _jobs.pop(str(params.token), None)
         if job is not None:
             job.cancel()
+        agent_fix.cancel(str(params.token))

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,22 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
 WORKSPACE = Path(__file__).resolve().parent / "workspace"
 SERVER = [sys.executable, "-m", "nki_agent.server"]
+# Agent runs started by tests record their trajectories here, never in the user's state folder.
+TRAJECTORIES = tempfile.mkdtemp(prefix="nki-agent-test-trajectories-")
+SERVER_ENV = {**os.environ, "NKI_AGENT_TRAJECTORY_DIR": TRAJECTORIES, "ANTHROPIC_API_KEY": "",
+              "OPENAI_API_KEY": ""}
+
+
+def apply_lsp_edits(text: str, edits: list[T.TextEdit]) -> str:
+    """Apply LSP edits (UTF-16 positions against ``text``) as an editor does."""
+    from nki_agent.server.positions import LineIndex
+
+    index = LineIndex.of(text)
+    spans = sorted(((index.offset(e.range.start.line, e.range.start.character),
+                     index.offset(e.range.end.line, e.range.end.character), e.new_text) for e in edits), reverse=True)
+    for s, e, new in spans:
+        text = text[:s] + new + text[e:]
+    return text
 
 
 def record_publishes(client: LanguageClient) -> None:

@@ -1,0 +1,26 @@
+"""``nki-agent export-sft``: turn accepted agent trajectories into a fine-tuning dataset (JSONL)."""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import typer
+
+from ..agent.sft import export
+from ..agent.trajectory import default_dir
+from .render import console
+
+
+def command(
+    out: str = typer.Option("sft.jsonl", "--out", "-o", help="Dataset file to write."),
+    directory: Optional[str] = typer.Option(None, "--dir", help=f"Trajectory folder (default: {default_dir()})."),
+) -> None:
+    """Export verified runs whose edit the user accepted, as chat examples with tool calls."""
+    folder = directory or default_dir()
+    if not os.path.isdir(folder):
+        console.print(f"[red]no trajectory folder {folder}[/red]")
+        raise typer.Exit(2)
+    counts = export(folder, out)
+    console.print(f"{out}: {counts['exported']} example(s); skipped {counts['skipped']} run(s) not verified or not "
+                  f"accepted, {counts['unreadable']} unreadable", markup=False)

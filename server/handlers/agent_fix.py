@@ -1,0 +1,199 @@
+"""workspace/executeCommand ``nki.fixKernel``: the fix agent from the editor, and its one edit.
+
+The command returns at once; the run goes on in the run pool on an immutable snapshot (uri, version,
+text) of the buffer, reporting ``window/workDoneProgress`` (turn, tool, cost so far; cancellable).
+At the end the verified kernel becomes ONE minimal ``TextDocumentEdit`` pinned to the snapshot's
+version, sent with ``workspace/applyEdit`` only if the buffer is still at that version — the client
+refuses a versioned edit too, so a keystroke typed meanwhile is never overwritten (one undo restores
+the previous text). A stale result is not applied; the user is offered a rerun. The outcome goes out
+as ``window/showMessage`` (summary), ``window/logMessage`` (the diff) and an ``nki/agentResult``
+notification (verdict, diff, applied) for clients that render it. One run per document at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import os
+import threading
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types as T
+
+from ...agent.backends import SpecError, make_chain
+from ...agent.loop import AgentConfig, AgentResult, Event, run_agent
+from ...agent.router import Router
+from ...agent.snapshot import Snapshot as AgentSnapshot
+from ...agent.trajectory import default_dir, mark_accepted
+from ..positions import LineIndex
+from ..tasks import SELF, TaskRef
+from .commands import FIX_KERNEL, uri_arg
+
+if TYPE_CHECKING:
+    from ..app import NkiLanguageServer
+    from ..documents import Snapshot
+
+log = logging.getLogger(__name__)
+
+RESULT_NOTIFICATION = "nki/agentResult"
+RERUN = "Rerun"
+# Test-only: run candidates in the server process instead of the sandbox (fast race trials). Never set by users.
+IN_PROCESS_ENV = "NKI_AGENT_TEST_IN_PROCESS"
+_by_token: dict[str, threading.Event] = {}  # progress token -> cancel event of that run
+_by_uri: dict[str, threading.Event] = {}  # document -> cancel event of its running agent
+
+
+def cancel(token: str) -> bool:
+    """Cancel the run behind a progress token (``window/workDoneProgress/cancel``)."""
+    ev = _by_token.get(token)
+    if ev is None:
+        return False
+    ev.set()
+    return True
+
+
+def _config(ls: Any) -> AgentConfig:
+    s = ls.state.settings
+    return AgentConfig(max_turns=s.agent_max_turns, max_dollars=s.agent_max_dollars,
+                       target=None if s.target == "auto" else s.target,
+                       sdk_generation="new" if s.api_generation == "new" else "",
+                       trajectory_dir=default_dir(), isolate=os.environ.get(IN_PROCESS_ENV) != "1")
+
+
+def _message(ls: Any, kind: T.MessageType, text: str) -> None:
+    ls.window_show_message(T.ShowMessageParams(type=kind, message=text))
+
+
+async def start(ls: Any, uri: str) -> dict[str, Any]:
+    snap = ls.state.store.get(uri)
+    if snap is None:
+        raise ValueError(f"{FIX_KERNEL} needs the URI of an open document")
+    task = ls.state.task_of(snap)
+    if task is None:
+        _message(ls, T.MessageType.Warning, "NKI Agent: no task found for this kernel (add `# nki-task: "
+                 "path/to/task.py`, a sibling task.py, or a nkiAgent.taskMap entry); the agent verifies against it.")
+        return {"started": False, "reason": "no task"}
+    if uri in _by_uri:
+        _message(ls, T.MessageType.Info, "NKI Agent: already fixing this kernel; cancel that run first.")
+        return {"started": False, "reason": "already running"}
+    try:
+        router = Router(make_chain(ls.state.settings.model_backend))
+    except (SpecError, ValueError) as e:
+        _message(ls, T.MessageType.Error, f"NKI Agent: nkiAgent.modelBackend: {e}")
+        return {"started": False, "reason": str(e)}
+    token: str | None = None
+    caps = ls.client_capabilities.window
+    if caps is not None and caps.work_done_progress:
+        token = str(uuid.uuid4())
+        try:
+            await ls.work_done_progress.create_async(token)
+        except Exception:  # noqa: BLE001 - the client refused: run without progress
+            token = None
+    ev = threading.Event()
+    _by_uri[uri] = ev
+    if token is not None:
+        _by_token[token] = ev
+    asyncio.ensure_future(_job(ls, snap, task, router, token, ev))
+    return {"started": True, "task": task.path, "how": task.how, "token": token,
+            "backends": [f"{b.name}:{b.model}" for b in router.tiers]}
+
+
+async def _job(ls: Any, snap: Snapshot, task: TaskRef, router: Router, token: str | None,
+               ev: threading.Event) -> None:
+    loop = asyncio.get_running_loop()
+    progress = ls.work_done_progress
+    if token is not None:
+        progress.begin(token, T.WorkDoneProgressBegin(title="NKI Agent: fixing kernel", cancellable=True,
+                                                      message=f"{os.path.basename(snap.path)} with {router.label}"))
+
+    def report(e: Event) -> None:
+        if token is not None and e.kind in ("start", "turn", "tool", "route", "result"):
+            msg = f"turn {e.turn}: {e.message[:120]} (${e.dollars:.3f}, {e.tokens} tokens)"
+            loop.call_soon_threadsafe(progress.report, token, T.WorkDoneProgressReport(message=msg))
+
+    self_task = task.path == SELF
+    work = functools.partial(run_agent, AgentSnapshot(snap.uri, snap.version, snap.text), snap.path,
+                             snap.path if self_task else task.path, router, _config(ls), self_task=self_task,
+                             cancel=ev, on_event=report)
+    result: AgentResult | None = None
+    try:
+        result = await loop.run_in_executor(ls.state.run_pool, work)
+    except Exception as e:  # noqa: BLE001 - a bug of ours: report, keep the server up
+        log.exception("agent run failed")
+        _message(ls, T.MessageType.Error, f"NKI Agent: the agent failed: {type(e).__name__}: {e}")
+    finally:
+        _by_uri.pop(snap.uri, None)
+        if token is not None:
+            _by_token.pop(token, None)
+            progress.end(token, T.WorkDoneProgressEnd(message=result.verdict if result else "failed"))
+    if result is not None:
+        await _finish(ls, snap, task, result)
+
+
+async def _finish(ls: Any, snap: Snapshot, task: TaskRef, result: AgentResult) -> None:
+    applied, stale = False, False
+    if result.edit is not None:
+        current = ls.state.store.get(snap.uri)
+        if current is None or current.version != snap.version or current.text != snap.text:
+            stale = True
+        else:
+            index = LineIndex.of(snap.text)
+            (l1, c1), (l2, c2) = index.position(result.edit.start), index.position(result.edit.end)
+            edit = T.TextEdit(range=T.Range(start=T.Position(line=l1, character=c1), end=T.Position(line=l2, character=c2)),
+                              new_text=result.edit.new_text)
+            params = T.ApplyWorkspaceEditParams(label="NKI Agent: fix kernel", edit=T.WorkspaceEdit(document_changes=[
+                T.TextDocumentEdit(text_document=T.OptionalVersionedTextDocumentIdentifier(uri=snap.uri,
+                                                                                           version=snap.version),
+                                   edits=[edit])]))
+            try:
+                resp = await ls.workspace_apply_edit_async(params)
+                applied = bool(resp.applied)
+            except Exception as e:  # noqa: BLE001 - the client errored: treat as not applied
+                log.warning("workspace/applyEdit failed: %s", e)
+            stale = not applied
+        if result.trajectory:
+            mark_accepted(result.trajectory, applied, "editor: applied" if applied else "editor: stale, not applied")
+    if result.diff:
+        ls.window_log_message(T.LogMessageParams(type=T.MessageType.Info,
+                                                 message=f"NKI Agent diff for {snap.path}:\n{result.diff}"))
+    if stale:
+        _offer_rerun(ls, snap.uri, result)
+    else:
+        kind = T.MessageType.Info if result.ok else T.MessageType.Warning
+        _message(ls, kind, f"NKI Agent: {result.summary()}")
+    ls.protocol.notify(RESULT_NOTIFICATION, {  # last: a client that waits for it has seen everything else
+        "uri": snap.uri, "version": snap.version, "verdict": result.verdict, "summary": result.summary(),
+        "diff": result.diff, "applied": applied, "stale": stale, "trajectory": result.trajectory})
+
+
+def _offer_rerun(ls: Any, uri: str, result: AgentResult) -> None:
+    """Ask "Rerun?" (the request goes out now; the answer is awaited in the background)."""
+    params = T.ShowMessageRequestParams(
+        type=T.MessageType.Warning, actions=[T.MessageActionItem(title=RERUN)],
+        message=f"NKI Agent: the kernel changed while the agent ran, so its fix was not applied "
+                f"({result.summary().splitlines()[0]}). Rerun on the current text?")
+    try:
+        answer = ls.protocol.send_request_async(T.WINDOW_SHOW_MESSAGE_REQUEST, params)
+    except Exception:  # noqa: BLE001 - the transport is gone: nothing to ask
+        return
+
+    async def wait() -> None:
+        try:
+            choice = await answer
+        except Exception:  # noqa: BLE001 - the client cannot ask: the message was the best we could do
+            return
+        if choice is not None and getattr(choice, "title", None) == RERUN:
+            await start(ls, uri)
+
+    asyncio.ensure_future(wait())
+
+
+def register(ls: NkiLanguageServer) -> None:
+    @ls.command(FIX_KERNEL)
+    async def fix_kernel(ls: Any, *args: Any) -> dict[str, Any]:
+        uri = uri_arg(args)
+        if uri is None:
+            raise ValueError(f"{FIX_KERNEL} needs the URI of an open document")
+        return await start(ls, uri)

@@ -12,6 +12,8 @@ new one. Producers:
 - any code a static rule also reports at the same line (``sim_unsupported_dtype`` of a bf16 PSUM matmul,
   ``err_tensor_output_not_written_to``...): the static rule's fix.
 - a classic kernel the installed SDK cannot import (``No module named 'neuronxcc'``) -> ``migrate_to_new_api``.
+- 1-D aranges reached through variables, ``and``/``or`` in masks, new-API calls under classic imports:
+  ``sim_fix_rules``.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 
 from ..toolchain import api
 from ..toolchain.errors import Problem
+from . import sim_fix_rules
 from .fixes import apply_edits
 from .model import Diagnostic, Fix, TextEdit
 from .static import check_text, module_info
@@ -67,6 +70,12 @@ def fixes_for(problem: Problem | Diagnostic, text: str, path: str | None = None)
         return out
     if issue.code == "err_unexpected_output_dependencies":
         out.extend(_sequential_range(module, text, issue))
+    elif issue.code == "err_1d_arange_not_supported":
+        out.extend(sim_fix_rules.arange_through_names(module, text, issue.line))
+    elif issue.code == "err_control_flow_condition_depending_on_arange":
+        out.extend(sim_fix_rules.mask_bool_ops(module, text, issue.line))
+    if "neuronxcc" in text:  # new-API code (dst= calls) under classic imports fails in many ways
+        out.extend(sim_fix_rules.new_api_imports(text))
     elif issue.code == "err_unsupported_memory" and "PSUM" in issue.message:
         out.extend(_psum_copy(module, text, issue.line))
     seen = {f.edits for f in out}

@@ -374,6 +374,12 @@ def _checked_call(fn: Any, qualname: str, generation: str) -> Any:
     def call(*args: Any, **kwargs: Any) -> Any:
         if generation == runtime.NEW and not takes_dtype and "dtype" in kwargs:
             kwargs.pop("dtype")  # official new-API tutorials still pass dtype=; the result dtype is dst.dtype
+        if generation == runtime.CLASSIC and "dst" in kwargs and "dst" not in sig.parameters:
+            # the classic SDK raises TypeError here; swallowing dst= would silently drop the result
+            raise NkiError("sim_invalid_argument",
+                           f"{qualname}: classic ISA calls return their result and take no 'dst=' (that is the new "
+                           f"`nki` API's form); write `y = {qualname}(...)` or migrate the kernel to `import nki`",
+                           caller_location())
         try:
             return fn(*args, **kwargs)
         except TypeError:

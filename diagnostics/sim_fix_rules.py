@@ -1,0 +1,142 @@
+"""More producers of fixes for problems a run finds (used by ``sim_fixes.fixes_for``), one per function:
+
+- ``arange_through_names``: ``err_1d_arange_not_supported`` where the 1-D ``nl.arange`` reaches the
+  subscript through variables (``i_p = nl.arange(P)`` … ``rows = t * P + i_p`` … ``a[rows, i_f]``):
+  the defining ``arange`` gets ``[:, None]`` (first index) or ``[None, :]`` (last index of two).
+- ``mask_bool_ops``: ``err_control_flow_condition_depending_on_arange`` from ``and``/``or`` between
+  comparisons inside a ``mask=`` → ``&``/``|`` (each operand parenthesised).
+- ``new_api_imports``: a file importing the classic ``neuronxcc.nki`` whose ISA calls use the new
+  ``dst=`` form (``sim_invalid_argument``) → import the new ``nki`` modules under the same names.
+
+Each returns candidate fixes only; ``sim_fixes.verified`` (or the agent's verify) decides.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from .model import Fix, TextEdit
+
+_CLASSIC_IMPORT = re.compile(r"^(\s*)(import|from)\s+neuronxcc\.(nki\S*)(.*)$")
+MAX_DEPTH = 4  # variable hops from a subscript back to its arange; real kernels need one or two
+
+
+def _span(text: str, node: ast.AST) -> tuple[int, int, int, int]:
+    """1-based (line, column, end_line, end_column) in characters of ``node``."""
+    lines = text.split("\n")
+
+    def col(line: int, byte_col: int) -> int:
+        return len(lines[line - 1].encode("utf-8")[:byte_col].decode("utf-8", "ignore")) + 1
+
+    line = getattr(node, "lineno", 1)
+    end = getattr(node, "end_lineno", None) or line
+    return line, col(line, getattr(node, "col_offset", 0)), end, col(end, getattr(node, "end_col_offset", 0) or 0)
+
+
+def _segment(text: str, node: ast.AST) -> str:
+    return ast.get_source_segment(text, node) or ""
+
+
+def _is_arange(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "arange"
+
+
+def _function_at(module: ast.Module, line: int) -> ast.FunctionDef | None:
+    best = None
+    for n in ast.walk(module):
+        if isinstance(n, ast.FunctionDef) and n.lineno <= line <= (n.end_lineno or n.lineno):
+            if best is None or n.lineno > best.lineno:
+                best = n
+    return best
+
+
+def _assignments(fn: ast.FunctionDef) -> dict[str, list[ast.expr]]:
+    out: dict[str, list[ast.expr]] = {}
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+            out.setdefault(n.targets[0].id, []).append(n.value)
+        elif isinstance(n, (ast.AugAssign, ast.AnnAssign)) and isinstance(n.target, ast.Name):
+            out.setdefault(n.target.id, []).append(n.value or ast.Constant(None))
+    return out
+
+
+def _aranges(expr: ast.expr, assigns: dict[str, list[ast.expr]], depth: int = 0) -> list[ast.Call]:
+    """The bare 1-D ``arange`` calls an index expression is built from (through single assignments)."""
+    found: list[ast.Call] = []
+    for n in ast.walk(expr):
+        if _is_arange(n):
+            found.append(n)  # type: ignore[arg-type]
+        elif isinstance(n, ast.Name) and depth < MAX_DEPTH and len(assigns.get(n.id, [])) == 1:
+            found.extend(_aranges(assigns[n.id][0], assigns, depth + 1))
+    return found
+
+
+def _subscripted(module: ast.Module) -> set[int]:
+    """ids of arange calls that are already indexed (``arange(n)[:, None]``): not 1-D."""
+    return {id(n.value) for n in ast.walk(module) if isinstance(n, ast.Subscript) and _is_arange(n.value)}
+
+
+def arange_through_names(module: ast.Module, text: str, line: int) -> list[Fix]:
+    fn = _function_at(module, line)
+    if fn is None:
+        return []
+    assigns = _assignments(fn)
+    indexed = _subscripted(module)
+    edits: dict[tuple[int, int, int, int], TextEdit] = {}
+    for n in ast.walk(fn):
+        if not (isinstance(n, ast.Subscript) and getattr(n, "lineno", 0) <= line <= (n.end_lineno or 0)):
+            continue
+        elts = n.slice.elts if isinstance(n.slice, ast.Tuple) else [n.slice]
+        if len(elts) != 2:
+            continue  # only the [partition, free] case is unambiguous
+        for axis, elt in enumerate(elts):
+            for call in _aranges(elt, assigns):
+                if id(call) in indexed:
+                    continue
+                span = _span(text, call)
+                suffix = "[:, None]" if axis == 0 else "[None, :]"
+                edit = TextEdit(*span, _segment(text, call) + suffix)
+                if span in edits and edits[span].new_text != edit.new_text:
+                    return []  # the same arange feeds both axes: no mechanical answer
+                edits[span] = edit
+    if not edits:
+        return []
+    return [Fix("Give the 1-D nl.arange index a partition/free axis", tuple(sorted(edits.values(),
+                                                                                  key=lambda e: (e.line, e.column))))]
+
+
+def mask_bool_ops(module: ast.Module, text: str, line: int) -> list[Fix]:
+    edits = []
+    for n in ast.walk(module):
+        if not isinstance(n, ast.Call):
+            continue
+        for kw in n.keywords:
+            if kw.arg != "mask":
+                continue
+            for b in ast.walk(kw.value):
+                if isinstance(b, ast.BoolOp) and b.lineno <= line <= (b.end_lineno or b.lineno):
+                    op = " & " if isinstance(b.op, ast.And) else " | "
+                    parts = [f"({_segment(text, v)})" if not _segment(text, v).startswith("(") else _segment(text, v)
+                             for v in b.values]
+                    edits.append(TextEdit(*_span(text, b), "(" + op.join(parts) + ")"))
+                    break
+    if not edits:
+        return []
+    return [Fix("Combine mask conditions with & / | (and/or ask Python for one truth value)",
+                tuple(sorted(edits, key=lambda e: (e.line, e.column))))]
+
+
+def new_api_imports(text: str) -> list[Fix]:
+    """Classic imports → new ``nki`` imports, for a file whose ISA calls are already in the new form."""
+    if not re.search(r"\bnisa\.\w+\(\s*dst\s*=|\.isa\.\w+\(\s*dst\s*=", text):
+        return []
+    edits = []
+    for n, raw in enumerate(text.split("\n"), 1):
+        m = _CLASSIC_IMPORT.match(raw)
+        if m:
+            new = f"{m.group(1)}{m.group(2)} {m.group(3)}{m.group(4)}"
+            edits.append(TextEdit(n, 1, n, len(raw) + 1, new))
+    if not edits:
+        return []
+    return [Fix("Import the new `nki` API (the kernel already uses its dst= form)", tuple(edits))]

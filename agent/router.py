@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from .protocol import ModelBackend
 
-ESCALATE_AFTER = 3  # failed verifies in a row on one tier: the paper's runs that recover do so within ~3 tries
+ESCALATE_AFTER = 2  # failed verifies in a row on one tier before escalating: Kernel Forge escalates after 2
 
 
 @dataclass

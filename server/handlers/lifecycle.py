@@ -1,7 +1,10 @@
 """initialize / initialized / didChangeConfiguration: settings and workspace root.
 
-Settings are validated once per payload (``settings.parse``); problems become ONE ``showMessage``
-and the invalid fields take their defaults. Nothing here can stop the server from starting.
+Settings come from ``initializationOptions``; a client that sends none but supports
+``workspace/configuration`` (VS Code, Neovim) is asked for the ``nkiAgent`` section once it is
+``initialized``, and again whenever it signals a change without a payload. Each payload is validated
+once (``settings.parse``); problems become ONE ``showMessage`` and the invalid fields take their
+defaults. Nothing here can stop the server from starting.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 _pending_problems: dict[int, list[str]] = {}
+_no_options: set[int] = set()  # servers whose client sent no initializationOptions: pull at initialized
 
 
 def apply(ls: NkiLanguageServer, raw: Any, announce: bool = True) -> ServerSettings:
@@ -40,6 +44,19 @@ def apply(ls: NkiLanguageServer, raw: Any, announce: bool = True) -> ServerSetti
     return settings
 
 
+async def _pull(ls: NkiLanguageServer) -> Any:
+    """The client's ``nkiAgent`` section via ``workspace/configuration`` (None: not supported or failed)."""
+    caps = ls.client_capabilities.workspace
+    if caps is None or not caps.configuration:
+        return None
+    try:
+        items = await ls.workspace_configuration_async(T.ConfigurationParams(items=[T.ConfigurationItem(section=SECTION)]))
+    except Exception:  # noqa: BLE001 - the client could not answer: keep the current settings
+        log.exception("workspace/configuration failed")
+        return None
+    return items[0] if items else None
+
+
 def register(ls: NkiLanguageServer) -> None:
     @ls.feature(T.INITIALIZE)
     def initialize(ls: NkiLanguageServer, params: T.InitializeParams) -> None:
@@ -49,27 +66,29 @@ def register(ls: NkiLanguageServer) -> None:
             ls.state.root = uri_to_path(params.root_uri)
         elif params.root_path:
             ls.state.root = params.root_path
+        if params.initialization_options in (None, {}):
+            _no_options.add(id(ls))
         apply(ls, params.initialization_options, announce=False)
 
     @ls.feature(T.INITIALIZED)
-    def initialized(ls: NkiLanguageServer, params: T.InitializedParams) -> None:
+    async def initialized(ls: NkiLanguageServer, params: T.InitializedParams) -> None:
         problems = _pending_problems.pop(id(ls), None)
         if problems:
             ls.window_show_message(T.ShowMessageParams(
                 type=T.MessageType.Warning,
                 message="NKI Agent: invalid settings, using defaults for: " + "; ".join(problems)))
+        if id(ls) in _no_options:
+            _no_options.discard(id(ls))
+            raw = await _pull(ls)
+            if raw is not None:
+                apply(ls, raw)
 
     @ls.feature(T.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def did_change_configuration(ls: NkiLanguageServer, params: T.DidChangeConfigurationParams) -> None:
         raw = params.settings
-        caps = ls.client_capabilities.workspace
-        if (raw is None or raw == {}) and caps is not None and caps.configuration:
-            try:
-                items = await ls.workspace_configuration_async(
-                    T.ConfigurationParams(items=[T.ConfigurationItem(section=SECTION)]))
-                raw = items[0] if items else None
-            except Exception:  # the client could not answer: keep the current settings
-                log.exception("workspace/configuration failed")
+        if raw is None or raw == {}:
+            raw = await _pull(ls)
+            if raw is None:
                 return
         apply(ls, raw)
 

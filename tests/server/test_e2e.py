@@ -242,3 +242,16 @@ async def test_huge_document_gets_one_info_diagnostic(client: LanguageClient, tm
     assert await client.text_document_hover_async(T.HoverParams(T.TextDocumentIdentifier(uri), T.Position(0, 1))) is None
     change(client, uri, 2, "x", T.Range(T.Position(0, 0), T.Position(0, 0)))
     assert (await document_text(client, uri))["text"] == "x" + text
+
+
+async def test_settings_are_pulled_when_the_client_sends_no_options(bare_client: LanguageClient, tmp_path: Path):
+    """VS Code style: no initializationOptions, settings answered through workspace/configuration."""
+    bare_client.set_configuration({"nkiAgent": {"target": "trn9", "modelBackend": "openai:no-url"}})
+    caps = T.ClientCapabilities(workspace=T.WorkspaceClientCapabilities(configuration=True))
+    await bare_client.initialize_session(T.InitializeParams(capabilities=caps))
+    for _ in range(200):
+        if any("invalid settings" in m.message for m in bare_client.messages):
+            break
+        await asyncio.sleep(0.02)
+    (warning,) = [m for m in bare_client.messages if "invalid settings" in m.message]
+    assert "target" in warning.message and "modelBackend" in warning.message

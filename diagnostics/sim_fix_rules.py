@@ -5,6 +5,8 @@
   the defining ``arange`` gets ``[:, None]`` (first index) or ``[None, :]`` (last index of two).
 - ``mask_bool_ops``: ``err_control_flow_condition_depending_on_arange`` from ``and``/``or`` between
   comparisons inside a ``mask=`` → ``&``/``|`` (each operand parenthesised).
+- ``psum_fp32`` / ``hoist_shared_hbm``: a wrong result (or an unsupported PSUM dtype) from a low-precision
+  PSUM accumulator / an HBM output allocated inside a loop (the new API raises nothing for it).
 - ``new_api_imports``: a file importing the classic ``neuronxcc.nki`` whose ISA calls use the new
   ``dst=`` form (``sim_invalid_argument``) → import the new ``nki`` modules under the same names.
 
@@ -140,3 +142,58 @@ def new_api_imports(text: str) -> list[Fix]:
     if not edits:
         return []
     return [Fix("Import the new `nki` API (the kernel already uses its dst= form)", tuple(edits))]
+
+
+def _buffer_of(call: ast.Call) -> str:
+    for kw in call.keywords:
+        if kw.arg == "buffer" and isinstance(kw.value, ast.Attribute):
+            return kw.value.attr
+    return ""
+
+
+def _alloc_calls(module: ast.Module) -> list[ast.Call]:
+    return [n for n in ast.walk(module) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+            and n.func.attr in ("ndarray", "zeros", "empty") and _buffer_of(n)]
+
+
+def psum_fp32(module: ast.Module, text: str) -> list[Fix]:
+    """PSUM tiles allocated in a low-precision dtype → fp32 (matmuls accumulate in fp32 PSUM)."""
+    edits = []
+    for call in _alloc_calls(module):
+        if _buffer_of(call) != "psum":
+            continue
+        dtype = next((kw.value for kw in call.keywords if kw.arg == "dtype"), None)
+        if dtype is None and len(call.args) >= 2:
+            dtype = call.args[1]
+        if isinstance(dtype, ast.Attribute) and dtype.attr in ("bfloat16", "float16", "float8_e4m3", "float8_e5m2",
+                                                                "tfloat32"):
+            edits.append(TextEdit(*_span(text, dtype), _segment(text, dtype.value) + ".float32"))
+    if not edits:
+        return []
+    return [Fix("Accumulate in fp32 PSUM tiles", tuple(edits))]
+
+
+def hoist_shared_hbm(module: ast.Module, text: str) -> list[Fix]:
+    """One-line ``x = nl.ndarray(..., buffer=nl.shared_hbm)`` inside a loop → just above the outermost loop
+    (an output allocated per iteration loses every iteration's writes but the last)."""
+    lines = text.split("\n")
+    fixes = []
+    for fn in (n for n in ast.walk(module) if isinstance(n, ast.FunctionDef)):
+        for loop in (n for n in fn.body if isinstance(n, (ast.For, ast.While))):
+            for stmt in ast.walk(loop):
+                if not (isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call)
+                        and stmt.value in _alloc_calls(module) and _buffer_of(stmt.value) in ("shared_hbm", "hbm")
+                        and stmt.lineno == stmt.end_lineno):
+                    continue
+                moved = lines[stmt.lineno - 1].strip()
+                indent = lines[loop.lineno - 1][: loop.col_offset]
+                new_lines = list(lines)
+                del new_lines[stmt.lineno - 1]
+                new_lines.insert(loop.lineno - 1, indent + moved)
+                new = "\n".join(new_lines)
+                span_end = max(loop.end_lineno or loop.lineno, stmt.lineno)
+                old_block = lines[loop.lineno - 1: span_end]
+                new_block = new.split("\n")[loop.lineno - 1: span_end]
+                fixes.append(Fix("Hoist the HBM output allocation out of the loop",
+                                 (TextEdit(loop.lineno, 1, span_end, len(old_block[-1]) + 1, "\n".join(new_block)),)))
+    return fixes

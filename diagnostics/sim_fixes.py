@@ -12,8 +12,8 @@ new one. Producers:
 - any code a static rule also reports at the same line (``sim_unsupported_dtype`` of a bf16 PSUM matmul,
   ``err_tensor_output_not_written_to``...): the static rule's fix.
 - a classic kernel the installed SDK cannot import (``No module named 'neuronxcc'``) -> ``migrate_to_new_api``.
-- 1-D aranges reached through variables, ``and``/``or`` in masks, new-API calls under classic imports:
-  ``sim_fix_rules``.
+- 1-D aranges reached through variables, ``and``/``or`` in masks, new-API calls under classic imports,
+  low-precision PSUM accumulators and HBM outputs allocated inside a loop (wrong results): ``sim_fix_rules``.
 """
 
 from __future__ import annotations
@@ -74,6 +74,10 @@ def fixes_for(problem: Problem | Diagnostic, text: str, path: str | None = None)
         out.extend(sim_fix_rules.arange_through_names(module, text, issue.line))
     elif issue.code == "err_control_flow_condition_depending_on_arange":
         out.extend(sim_fix_rules.mask_bool_ops(module, text, issue.line))
+    if issue.code in ("sim_wrong_result", "sim_unsupported_dtype"):
+        out.extend(sim_fix_rules.psum_fp32(module, text))
+    if issue.code == "sim_wrong_result":
+        out.extend(sim_fix_rules.hoist_shared_hbm(module, text))
     if "neuronxcc" in text:  # new-API code (dst= calls) under classic imports fails in many ways
         out.extend(sim_fix_rules.new_api_imports(text))
     elif issue.code == "err_unsupported_memory" and "PSUM" in issue.message:

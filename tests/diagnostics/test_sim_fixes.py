@@ -141,3 +141,21 @@ def test_bf16_psum_is_fine_when_the_file_targets_trn3() -> None:
     path = FIXTURES / "static" / "matmul_psum_dtype_bad.py"
     text = path.read_text().replace('TARGET = "trn1"', 'TARGET = "trn3"')
     assert check_text(str(path), text) == []
+
+
+WRONG = [SIM / "wrong_psum_bf16.py", SIM / "wrong_hbm_in_loop_new.py"]
+
+
+@pytest.mark.parametrize("path", WRONG, ids=[p.stem for p in WRONG])
+def test_wrong_result_fixes(path: Path, tmp_path: Path) -> None:
+    """Kernels that run but compute the wrong thing: the fix comes from the wrong-result producers."""
+    text = path.read_text()
+    broken = verify_files(str(path), str(path), seeds=1)
+    assert broken.compiled and not broken.correct and not [p for p in broken.problems if p.severity == "error"]
+    wrong = Problem("sim_wrong_result", "outputs differ", location=SourceLocation(str(path), 1))
+    candidates = fixes_for(wrong, text, str(path))
+    kept = verified(wrong, text, candidates, isolate=False, directory=str(tmp_path))
+    assert kept, [c.title for c in candidates]
+    fixed = tmp_path / path.name
+    fixed.write_text(apply_edits(text, kept[0].edits))
+    assert verify_files(str(fixed), str(fixed), seeds=2).correct

@@ -1,7 +1,7 @@
 """Model backends behind one protocol (``agent.protocol.ModelBackend``), and the tier-spec parser.
 
-A spec names one backend: ``rules`` (offline quick fixes), ``anthropic[:MODEL]`` (Claude through the
-``anthropic`` SDK, key from ``ANTHROPIC_API_KEY``) or ``openai:MODEL@URL`` (any OpenAI-compatible
+A spec names one backend: ``rules`` (offline quick fixes), ``anthropic[:MODEL][@URL]`` (Claude through
+the ``anthropic`` SDK, key from ``ANTHROPIC_API_KEY``; ``@URL`` for a gateway or proxy) or ``openai:MODEL@URL`` (any OpenAI-compatible
 chat-completions server, e.g. vLLM serving a fine-tuned model). A comma-separated list is a router
 chain, cheapest first: ``rules,openai:qwen3-coder-nki@http://gpu-box:8000/v1,anthropic``.
 """
@@ -24,18 +24,18 @@ def parse_spec(spec: str, base_url: str | None = None) -> tuple[str, str, str]:
     kind, _, rest = spec.strip().partition(":")
     if kind == "rules":
         return kind, "rules", ""
+    model, _, url = rest.partition("@")
+    if url and not url.startswith(("http://", "https://")):
+        raise SpecError(f"{spec!r}: the URL must start with http:// or https://")
     if kind == "anthropic":
-        return kind, rest, base_url or ""
+        return kind, model, url or base_url or ""
     if kind == "openai":
-        model, _, url = rest.partition("@")
         url = url or base_url or os.environ.get("NKI_AGENT_OPENAI_BASE_URL", "")
         if not model or not url:
             raise SpecError(f"{spec!r}: an OpenAI-compatible backend needs a model and a URL, "
                             "e.g. openai:my-model@http://127.0.0.1:8000/v1")
-        if not url.startswith(("http://", "https://")):
-            raise SpecError(f"{spec!r}: the URL must start with http:// or https://")
         return kind, model, url
-    raise SpecError(f"unknown backend {spec!r}; use one of: rules, anthropic[:MODEL], openai:MODEL@URL")
+    raise SpecError(f"unknown backend {spec!r}; use one of: rules, anthropic[:MODEL][@URL], openai:MODEL@URL")
 
 
 def parse_chain(specs: str) -> list[tuple[str, str, str]]:

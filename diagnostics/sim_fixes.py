@@ -29,6 +29,7 @@ from ..toolchain import api
 from ..toolchain.errors import Problem
 from . import sim_fix_rules
 from .fixes import apply_edits
+from .migrate import migrate_to_new_api
 from .model import Diagnostic, Fix, TextEdit
 from .static import check_text, module_info
 from .static.rules.psum_to_hbm import alias_of, copy_out_edits, source_of
@@ -200,116 +201,5 @@ def _qual(node: ast.AST, aliases: dict[str, str]) -> str | None:
     if not isinstance(node, ast.Name) or node.id not in aliases:
         return None
     return ".".join([aliases[node.id]] + parts[::-1])
-
-
-# -- classic -> new API ---------------------------------------------------------------------------------
-# nl APIs that run identically under both generations (tile-level load/store/element-wise, on slices)
-PORTABLE_NL = {"load", "store", "ndarray", "zeros", "ones", "full", "affine_range", "sequential_range",
-               "static_range", "exp", "log", "sqrt", "rsqrt", "reciprocal", "square", "abs", "negative", "sign",
-               "tanh", "sigmoid", "relu", "gelu", "silu", "sin", "cos", "add", "subtract", "multiply", "divide",
-               "maximum", "minimum", "power", "copy", "tile_size", "sbuf", "shared_hbm", "float32", "float16",
-               "bfloat16", "int32", "int8", "uint8", "int16"}
-_NEW_MODULE = {"neuronxcc.nki": "nki", "neuronxcc.nki.language": "nki.language", "neuronxcc.nki.isa": "nki.isa"}
-
-
-def migrate_to_new_api(text: str) -> list[Fix]:
-    """Rewrite the ``neuronxcc.nki`` imports of a classic kernel file to the new ``nki`` package, offered
-    only when the file uses nothing but APIs that behave the same under both (``PORTABLE_NL`` on slices,
-    a bare ``@nki.jit``, outputs in ``shared_hbm``); anything else (ISA calls, ``nl.arange``, masks, SPMD
-    grids, typing annotations) gets no fix."""
-    try:
-        module = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return []
-    info = module_info(module)
-    if info.generation != "classic":
-        return []
-    edits: list[TextEdit] = []
-    for node in ast.walk(module):
-        if isinstance(node, (ast.Import, ast.ImportFrom)) and _mentions_classic(node):
-            if node not in module.body:
-                return []  # conditional / local imports: not mechanical
-            new = _rewrite_import(node)
-            if new is None:
-                return []
-            edits.append(_edit(text, node, new))
-    if not edits or not _portable(module, info.aliases):
-        return []
-    return [Fix("Migrate the imports to the new NKI API (nki)", tuple(edits))]
-
-
-def _mentions_classic(node: ast.Import | ast.ImportFrom) -> bool:
-    if isinstance(node, ast.Import):
-        return any(a.name == "neuronxcc" or a.name.startswith("neuronxcc.") for a in node.names)
-    return bool(node.module) and (node.module == "neuronxcc" or node.module.startswith("neuronxcc."))  # type: ignore[union-attr]
-
-
-def _rewrite_import(node: ast.Import | ast.ImportFrom) -> str | None:
-    if isinstance(node, ast.Import):
-        if len(node.names) != 1:
-            return None
-        a = node.names[0]
-        if a.name not in _NEW_MODULE or a.asname is None:
-            return None  # `import neuronxcc.nki.language` (no alias) binds `neuronxcc`: not mechanical
-        new = _NEW_MODULE[a.name]
-        return f"import {new}" if a.asname == new else f"import {new} as {a.asname}"
-    if node.level or len(node.names) != 1:
-        return None
-    a = node.names[0]
-    full = f"{node.module}.{a.name}"
-    if full not in _NEW_MODULE:
-        return None
-    new = _NEW_MODULE[full]
-    local = a.asname or a.name
-    head, _, leaf = new.rpartition(".")
-    if not head:
-        return f"import {new}" if local == new else f"import {new} as {local}"
-    return f"from {head} import {leaf}" + (f" as {local}" if local != leaf else "")
-
-
-def _portable(module: ast.Module, aliases: dict[str, str]) -> bool:
-    nki_names = {a for a, q in aliases.items() if q == "neuronxcc.nki" or q.startswith("neuronxcc.nki.")}
-    parents = {id(c): p for p in ast.walk(module) for c in ast.iter_child_nodes(p)}
-    kernels = 0
-    for node in ast.walk(module):
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in ("GRID", "LNC")
-                                                for t in node.targets):
-            return False  # launch grids differ between the generations
-        if isinstance(node, ast.keyword) and node.arg == "mask":
-            return False
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            for d in node.decorator_list:
-                if isinstance(d, ast.Call) and (_qual(d.func, aliases) or "").startswith("neuronxcc."):
-                    return False  # jit(...) with options (platform_target, mode...)
-                q = _qual(d, aliases)
-                if q is not None and q.startswith("neuronxcc."):
-                    if q != "neuronxcc.nki.jit":  # jit(...) with options, baremetal, benchmark...
-                        return False
-                    kernels += 1
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in nki_names:
-            q = _qual(node, aliases) or ""
-            if q == "neuronxcc.nki.jit":
-                continue
-            if not q.startswith("neuronxcc.nki.language.") or q.split(".")[3] not in PORTABLE_NL:
-                return False
-            if q.split(".")[3] in ("ndarray", "zeros", "ones", "full") and not _alloc_ok(module, node, aliases):
-                return False
-        elif isinstance(node, ast.Name) and node.id in nki_names and not _attr_base(parents.get(id(node)), node):
-            return False  # the module object itself escapes (passed around, aliased)
-    return kernels > 0
-
-
-def _attr_base(parent: ast.AST | None, name: ast.Name) -> bool:
-    return isinstance(parent, ast.Attribute) and parent.value is name
-
-
-def _alloc_ok(module: ast.Module, func: ast.Attribute, aliases: dict[str, str]) -> bool:
-    """Allocations must name their buffer: sbuf, or shared_hbm for outputs (the new API has no default HBM)."""
-    for call in ast.walk(module):
-        if isinstance(call, ast.Call) and call.func is func:
-            buf = next((k.value for k in call.keywords if k.arg == "buffer"), None)
-            return buf is not None and _qual(buf, aliases) in ("neuronxcc.nki.language.sbuf",
-                                                               "neuronxcc.nki.language.shared_hbm")
-    return False
 
 

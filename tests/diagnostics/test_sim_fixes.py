@@ -128,8 +128,15 @@ def test_no_migration_when_not_mechanical(name: str) -> None:
     assert migrate_to_new_api(text.replace(old, new)) == []
 
 
-def test_no_migration_of_isa_calls() -> None:
-    assert migrate_to_new_api((SIM / "classic_isa.py").read_text()) == []
+def test_migration_rewrites_isa_calls_into_dst_form(tmp_path: Path) -> None:
+    path = SIM / "classic_isa.py"
+    (fix,) = migrate_to_new_api(path.read_text())
+    fixed_text = apply_edits(path.read_text(), fix.edits)
+    assert "neuronxcc" not in fixed_text and "dst=" in fixed_text
+    fixed = tmp_path / path.name
+    fixed.write_text(fixed_text)
+    res = verify_files(str(fixed), str(fixed), seeds=2)
+    assert res.correct and res.generation == "new", res.problems
 
 
 def test_no_migration_for_new_api_files() -> None:

@@ -33,12 +33,13 @@ from .protocol import (
 )
 from .router import Router
 from .snapshot import Edit, Snapshot, minimal_edit, unified_diff
-from .tools import Profiler, TamperError, ToolBox
+from .tools import Profiler, TamperError, ToolBox, ToolOutcome
 from .trajectory import Trajectory, default_dir
 
 Verdict = Literal["verified", "already_correct", "unverified", "cancelled", "budget", "error"]
 _CODE_BLOCK = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL)
 DESCRIBE_TIMEOUT = 60.0  # seconds to load the task and draw its inputs once (torch import dominates)
+MAX_CALLS_PER_TURN = 8  # tool calls run per model reply; more is a runaway model, not diligence
 
 
 @dataclass
@@ -192,6 +193,7 @@ def run_agent(snapshot: Snapshot, path: str, task_path: str, router: Router | Mo
                 if backend.name != "rules" and not nudged:
                     nudged = True
                     messages.append(Message("user", prompts.nudge()))
+                    traj.write("user", text=messages[-1].text)
                     continue
                 why = route.escalate(f"gave up: {reply.text.strip()[:160] or 'no tool call'}")
                 if why is None:
@@ -201,10 +203,16 @@ def run_agent(snapshot: Snapshot, path: str, task_path: str, router: Router | Mo
                 traj.write("route", reason=why)
                 emit("route", why)
                 continue
-            results, verified = _run_calls(calls, tools, traj, route, emit, cancel, best_errors)
+            results, verified, verifies = _run_calls(calls, tools, traj, budget, emit, cancel, cfg.tool_timeout)
+            if verifies:  # the router hears about each reply once, however many verifies it made
+                why = route.record_verify(verified, _errors(tools) < best_errors)
+                if why:
+                    traj.write("route", reason=why)
+                    emit("route", why)
             best_errors = min(best_errors, _errors(tools))
             if implicit:
                 messages.append(Message("user", "Result of verifying the code in your message:\n" + results[0].content))
+                traj.write("user", text=messages[-1].text)
             else:
                 messages.append(Message("user", tool_results=results))
             if verified:
@@ -215,30 +223,43 @@ def run_agent(snapshot: Snapshot, path: str, task_path: str, router: Router | Mo
         tools.close()
 
 
-def _run_calls(calls: list[ToolCall], tools: ToolBox, traj: Trajectory, route: Router,
-               emit: Callable[..., None], cancel: threading.Event, best_errors: int) -> tuple[list[ToolResult], bool]:
+def _run_calls(calls: list[ToolCall], tools: ToolBox, traj: Trajectory, budget: Budget,
+               emit: Callable[..., None], cancel: threading.Event,
+               tool_timeout: float) -> tuple[list[ToolResult], bool, int]:
+    """Run one reply's tool calls in order; (results, any verified, verifications run). Every call gets a
+    result (the APIs require one per call), even those skipped for a verified kernel, cancel or budget."""
     results: list[ToolResult] = []
     verified = False
-    for call in calls:
-        if verified or cancel.is_set():
-            results.append(ToolResult(call.id, "not run: " + ("a kernel already verified" if verified else "cancelled"),
-                                      True))
+    verifies = 0
+    for k, call in enumerate(calls):
+        spent = budget.exceeded() if k else None  # the turn that made the calls is already counted
+        skip = ("a kernel already verified" if verified else "cancelled" if cancel.is_set() else
+                f"{spent} spent" if spent and "turn" not in spent else
+                f"at most {MAX_CALLS_PER_TURN} tool calls per turn" if k >= MAX_CALLS_PER_TURN else "")
+        if skip:
+            results.append(ToolResult(call.id, f"not run: {skip}", True))
+            traj.write("tool", name=call.name, id=call.id, arguments=call.arguments, content=results[-1].content,
+                       is_error=True, verified=False, skipped=True)
             continue
         emit("tool", f"running {call.name}", call.name)
         t0 = time.monotonic()
-        outcome = tools.run(call)
+        if budget.max_seconds:  # no single tool may outlive the run's time budget
+            tools.timeout = max(1.0, min(tool_timeout, budget.max_seconds - budget.elapsed))
+        try:
+            outcome = tools.run(call)
+        except TamperError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a tool's own failure is the model's information, not a crash
+            outcome = ToolOutcome(f"{call.name} failed inside the toolchain: {type(e).__name__}: {e}"[:2000],
+                                  is_error=True, ran=call.name)
         results.append(ToolResult(call.id, outcome.content, outcome.is_error))
         traj.write("tool", name=call.name, id=call.id, arguments=call.arguments, content=outcome.content,
                    is_error=outcome.is_error, verified=outcome.verified, seconds=round(time.monotonic() - t0, 3),
                    codes=[d.code for d in outcome.diagnostics])
         emit("result", outcome.content.split("\n", 1)[0], call.name)
-        if outcome.ran == "verify":
-            why = route.record_verify(outcome.verified, _errors(tools) < best_errors)
-            if why:
-                traj.write("route", reason=why)
-                emit("route", why)
+        verifies += outcome.ran == "verify"
         verified = verified or outcome.verified
-    return results, verified
+    return results, verified, verifies
 
 
 def _errors(tools: ToolBox) -> int:

@@ -38,7 +38,7 @@ def example(records: list[dict[str, Any]]) -> dict[str, Any] | None:
                                       "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])}}
                                      for c in calls]
             messages.append(msg)
-        elif r["type"] == "tool" and not r.get("initial"):
+        elif r["type"] == "tool" and not r.get("initial") and r.get("id") != "implicit":
             messages.append({"role": "tool", "tool_call_id": r.get("id", ""), "content": r.get("content", "")})
     if not any(m["role"] == "assistant" for m in messages):
         return None  # nothing the model did (already-correct kernels)

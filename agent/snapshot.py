@@ -35,8 +35,8 @@ class Edit:
 def minimal_edit(old: str, new: str) -> Edit | None:
     """The smallest single replacement turning ``old`` into ``new`` (None when they are equal).
 
-    The span is widened to whole lines so the edit reads as a line diff and never splits a
-    surrogate pair or a CRLF."""
+    The span is widened to whole lines, line breaks included, so the edit reads as a line diff and
+    never splits a surrogate pair or a CRLF."""
     if old == new:
         return None
     limit = min(len(old), len(new))
@@ -48,8 +48,8 @@ def minimal_edit(old: str, new: str) -> Edit | None:
         s += 1
     p = old.rfind("\n", 0, p) + 1  # back to the start of the line
     old_end, new_end = len(old) - s, len(new) - s
-    nl_old = old.find("\n", old_end)  # forward to the end of the line (both texts share this suffix)
-    extra = (len(old) if nl_old < 0 else nl_old) - old_end
+    nl_old = old.find("\n", old_end)  # forward past the line break (both texts share this suffix), so a
+    extra = (len(old) if nl_old < 0 else nl_old + 1) - old_end  # CRLF is never split between \r and \n
     return Edit(p, old_end + extra, new[p: new_end + extra])
 
 

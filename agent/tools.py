@@ -100,6 +100,7 @@ class ToolBox:
         self.diagnostics: list[Diagnostic] = []
         self.verified_code: str | None = None
         self.last_verify: dict[str, Any] | None = None
+        self.self_task = self_task
         self._dir = tempfile.mkdtemp(prefix="nki-agent-run-")
         self._kernel = os.path.join(self._dir, os.path.basename(path) or "kernel.py")
         if self_task:  # the user's original file is the task: the candidate cannot move the goalposts
@@ -164,6 +165,9 @@ class ToolBox:
             notes.append(f"note: ignored {', '.join(ignored)} — the task, its reference and the tolerance are fixed "
                          "by the user; tools always verify against them unchanged")
         bad = integrity.new_violations(text, self.original, self._user_task)
+        if self.self_task:
+            bad += [f"changes the task definition `{name}` (this file is its own task: the reference, inputs and "
+                    "tolerance are the user's)" for name in integrity.task_changes(text, self.original)]
         if bad:
             return ToolOutcome("refused: the kernel may change only itself, not the task, the reference or the "
                                "verifier:\n" + "\n".join(f"- {b}" for b in bad) + "\nRemove these and try again.",

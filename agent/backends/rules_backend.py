@@ -85,7 +85,7 @@ def _submitted(request: ModelRequest) -> set[str]:
     out = set()
     for m in request.messages:
         for c in m.tool_calls:
-            code = c.arguments.get("code")
+            code = c.arguments.get("code") if isinstance(c.arguments, dict) else None
             if isinstance(code, str):
                 out.add(_key(code))
             else:

@@ -49,7 +49,7 @@ def command(
     if sdk not in GENERATIONS:
         raise typer.BadParameter(f"must be one of {', '.join(GENERATIONS)}", param_hint="--sdk-generation")
     try:
-        with open(kernel, encoding="utf-8") as fh:
+        with open(kernel, encoding="utf-8", newline="") as fh:  # keep CRLF files CRLF
             text = fh.read()
     except (OSError, UnicodeDecodeError) as e:
         console.print(f"[red]cannot read {kernel}: {e}[/red]")
@@ -79,13 +79,13 @@ def command(
     res = run_agent(snap, os.path.abspath(kernel), task, Router(tiers), cfg, self_task=self_task, on_event=show)
     applied = False
     if apply and res.edit is not None:
-        with open(kernel, encoding="utf-8") as fh:
+        with open(kernel, encoding="utf-8", newline="") as fh:
             now = Snapshot(snap.uri, None, fh.read())
         new_text = apply_if_current(now, snap, res.edit)
         if new_text is None:
             console.print("[yellow]the file changed while the agent ran; not applied (rerun)[/yellow]")
         else:
-            with open(kernel, "w", encoding="utf-8") as fh:
+            with open(kernel, "w", encoding="utf-8", newline="") as fh:
                 fh.write(new_text)
             applied = True
     if res.trajectory and res.edit is not None:

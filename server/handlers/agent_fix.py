@@ -18,6 +18,7 @@ import logging
 import os
 import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types as T
@@ -43,6 +44,23 @@ RERUN = "Rerun"
 IN_PROCESS_ENV = "NKI_AGENT_TEST_IN_PROCESS"
 _by_token: dict[str, threading.Event] = {}  # progress token -> cancel event of that run
 _by_uri: dict[str, threading.Event] = {}  # document -> cancel event of its running agent
+CANCEL_AGENT = "nki.cancelAgent"
+AGENT_THREADS = 2  # concurrent agent runs (each mostly waits on a model or a sandboxed verification)
+_executor: ThreadPoolExecutor | None = None
+
+
+def _pool() -> ThreadPoolExecutor:
+    """Agent runs get their own threads: a long run must not hold up Verify now or on-save simulation."""
+    global _executor
+    if _executor is None:
+        _executor = ThreadPoolExecutor(AGENT_THREADS, thread_name_prefix="nki-agent")
+    return _executor
+
+
+def cancel_all() -> None:
+    """Stop every run (server shutdown): their sandbox workers are killed, nothing is applied."""
+    for ev in list(_by_uri.values()):
+        ev.set()
 
 
 def cancel(token: str) -> bool:
@@ -76,13 +94,16 @@ async def start(ls: Any, uri: str) -> dict[str, Any]:
                  "path/to/task.py`, a sibling task.py, or a nkiAgent.taskMap entry); the agent verifies against it.")
         return {"started": False, "reason": "no task"}
     if uri in _by_uri:
-        _message(ls, T.MessageType.Info, "NKI Agent: already fixing this kernel; cancel that run first.")
+        _message(ls, T.MessageType.Info, "NKI Agent: already fixing this kernel; cancel that run first "
+                 f"(progress cancel, or the `{CANCEL_AGENT}` command).")
         return {"started": False, "reason": "already running"}
     try:
         router = Router(make_chain(ls.state.settings.model_backend))
     except (SpecError, ValueError) as e:
         _message(ls, T.MessageType.Error, f"NKI Agent: nkiAgent.modelBackend: {e}")
         return {"started": False, "reason": str(e)}
+    ev = threading.Event()
+    _by_uri[uri] = ev  # claimed before any await: a second command for this document sees it
     token: str | None = None
     caps = ls.client_capabilities.window
     if caps is not None and caps.work_done_progress:
@@ -91,8 +112,6 @@ async def start(ls: Any, uri: str) -> dict[str, Any]:
             await ls.work_done_progress.create_async(token)
         except Exception:  # noqa: BLE001 - the client refused: run without progress
             token = None
-    ev = threading.Event()
-    _by_uri[uri] = ev
     if token is not None:
         _by_token[token] = ev
     asyncio.ensure_future(_job(ls, snap, task, router, token, ev))
@@ -119,12 +138,13 @@ async def _job(ls: Any, snap: Snapshot, task: TaskRef, router: Router, token: st
                              cancel=ev, on_event=report)
     result: AgentResult | None = None
     try:
-        result = await loop.run_in_executor(ls.state.run_pool, work)
+        result = await loop.run_in_executor(_pool(), work)
     except Exception as e:  # noqa: BLE001 - a bug of ours: report, keep the server up
         log.exception("agent run failed")
         _message(ls, T.MessageType.Error, f"NKI Agent: the agent failed: {type(e).__name__}: {e}")
     finally:
-        _by_uri.pop(snap.uri, None)
+        if _by_uri.get(snap.uri) is ev:
+            del _by_uri[snap.uri]
         if token is not None:
             _by_token.pop(token, None)
             progress.end(token, T.WorkDoneProgressEnd(message=result.verdict if result else "failed"))
@@ -185,12 +205,27 @@ def _offer_rerun(ls: Any, uri: str, result: AgentResult) -> None:
         except Exception:  # noqa: BLE001 - the client cannot ask: the message was the best we could do
             return
         if choice is not None and getattr(choice, "title", None) == RERUN:
-            await start(ls, uri)
+            if ls.state.store.get(uri) is None:
+                _message(ls, T.MessageType.Info, "NKI Agent: the document was closed; open it and run the fix again.")
+                return
+            try:
+                await start(ls, uri)
+            except Exception as e:  # noqa: BLE001 - nobody awaits this task: say it instead
+                _message(ls, T.MessageType.Error, f"NKI Agent: could not rerun: {e}")
 
     asyncio.ensure_future(wait())
 
 
 def register(ls: NkiLanguageServer) -> None:
+    @ls.command(CANCEL_AGENT)
+    def cancel_agent(ls: Any, *args: Any) -> dict[str, Any]:
+        """Cancel the run on one document (``[uri]``) or every run (no argument)."""
+        uri = uri_arg(args)
+        targets = [_by_uri[uri]] if uri in _by_uri else [] if uri else list(_by_uri.values())
+        for ev in targets:
+            ev.set()
+        return {"cancelled": len(targets)}
+
     @ls.command(FIX_KERNEL)
     async def fix_kernel(ls: Any, *args: Any) -> dict[str, Any]:
         uri = uri_arg(args)

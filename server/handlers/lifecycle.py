@@ -94,6 +94,9 @@ def register(ls: NkiLanguageServer) -> None:
 
     @ls.feature(T.SHUTDOWN)
     def shutdown(ls: NkiLanguageServer, params: Any) -> None:
+        from . import agent_fix
+
+        agent_fix.cancel_all()
         for st in ls.state.docs.values():
             if st.pending is not None:
                 st.pending.cancel()

@@ -117,6 +117,16 @@ def test_cancel_stops_the_run(tmp_path: Path) -> None:
     "import task\ntask.reference = lambda a, b: a - b\n",
     "import os\nos.remove('task.py')\n",
     "open(__file__.replace('kernel', 'task'), 'w').write('')\n",
+    "import numpy as np\n_m = np; _m.isclose = lambda a, b, **k: np.ones(np.shape(a), dtype=bool)\n",
+    "import numpy as np\n_s = setattr; _s(np, 'isclose', lambda a, b, **k: np.ones(np.shape(a), dtype=bool))\n",
+    "_e = exec; _e('import numpy\\nnumpy.isclose = lambda a, b, **k: numpy.ones(numpy.shape(a), dtype=bool)')\n",
+    "[exec][0]('import numpy')\n",
+    "import numpy as np\nfor _m in (np,): _m.isclose = lambda a, b, **k: np.ones(np.shape(a), dtype=bool)\n",
+    "import numpy as np\ndef _p(m=np):\n    m.isclose = None\n_p()\n",
+    "_v = eval; _v(\"__import__('os').system('true')\")\n",
+    "import numpy as np\nnp.frombuffer(b'# x', np.uint8).tofile('kernel.py')\n",
+    "import numpy as np\nf = getattr(np, 'sa' + 've')\n",
+    "from numpy import *\n",
 ])
 def test_a_model_that_tampers_with_the_task_is_refused(tmp_path: Path, cheat: str) -> None:
     task_before = (ADD / "task.py").read_text()
@@ -140,9 +150,11 @@ def test_self_task_file_keeps_the_original_reference(tmp_path: Path) -> None:
     text = fixture.read_text()
     cheat = text.replace("m = hi and lo", "m = hi & lo").replace("return a * ((a > 0.5) & (a < 0.9))", "return a")
     model = Scripted([call("verify", code=cheat.replace("nl.multiply(x, m)", "x"))])
-    res = run_agent(Snapshot("file:///k.py", 1, text), str(fixture), str(fixture), model, _cfg(tmp_path, max_turns=1),
+    res = run_agent(Snapshot("file:///k.py", 1, text), str(fixture), str(fixture), model, _cfg(tmp_path, max_turns=2),
                     self_task=True)
-    assert res.verdict == "budget"  # the edited reference in the candidate is not the reference used
+    assert res.verdict == "budget"
+    answer = model.requests[1].messages[-1].tool_results[0]
+    assert answer.is_error and "changes the task definition `reference`" in answer.content
 
 
 def test_code_block_answer_is_verified(tmp_path: Path) -> None:
@@ -186,3 +198,42 @@ def test_trajectory_lines_are_json(tmp_path: Path) -> None:
     res = _run(tmp_path, BUG, Scripted([call("verify", edits=[FIX])]))
     lines = Path(res.trajectory).read_text().splitlines()  # type: ignore[arg-type]
     assert all(json.loads(x)["run"] for x in lines)
+
+
+class _BrokenProfiler:
+    def profile(self, kernel_path: str, task_path: str, target: str | None) -> str:
+        raise ConnectionError("runner unreachable")
+
+
+def test_a_failing_tool_is_an_error_result_not_a_crash(tmp_path: Path) -> None:
+    model = Scripted([call("profile"), call("verify", edits=[FIX])])
+    res = _run(tmp_path, BUG, model, profiler=_BrokenProfiler())
+    assert res.verdict == "verified"
+    answer = model.requests[1].messages[-1].tool_results[0]
+    assert answer.is_error and "ConnectionError: runner unreachable" in answer.content
+
+
+def test_a_runaway_reply_is_capped_and_the_router_hears_it_once(tmp_path: Path) -> None:
+    from nki_agent.agent.protocol import ModelReply, ToolCall
+
+    many = ModelReply("", [ToolCall(f"v{k}", "verify", {"code": BUG}) for k in range(12)], "tool_use", Usage(1, 1), "m")
+    first, second = Scripted([many], name="a", model="a"), Scripted([call("verify", edits=[FIX])], name="b", model="b")
+    third = Scripted([say("never")], name="c", model="c")
+    res = _run(tmp_path, BUG, Router([first, second, third]), max_turns=4)
+    assert res.verdict == "verified" and third.requests == []
+    results = second.requests[0].messages[-1].tool_results
+    assert len(results) == 12 and sum(r.content.startswith("not run: at most") for r in results) == 4
+
+
+def test_nudge_and_implicit_verify_are_recorded_for_sft(tmp_path: Path) -> None:
+    from nki_agent.agent.sft import example
+    from nki_agent.agent.trajectory import mark_accepted
+
+    model = Scripted([say("Thinking."), say(f"```python\n{GOOD}```")])
+    res = _run(tmp_path, BUG, model)
+    assert res.verdict == "verified" and res.trajectory
+    mark_accepted(res.trajectory, True)
+    ex = example(read(res.trajectory))
+    assert ex is not None
+    roles = [m["role"] for m in ex["messages"]]
+    assert roles == ["system", "user", "assistant", "user", "assistant", "user"]

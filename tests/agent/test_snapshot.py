@@ -19,7 +19,12 @@ def test_minimal_edit_turns_old_into_new_in_whole_lines(old: str, new: str) -> N
         return
     assert edit is not None and edit.apply(old) == new
     assert edit.start == 0 or old[edit.start - 1] == "\n"  # starts at a line start
-    assert edit.end == len(old) or old[edit.end] == "\n"  # ends at a line end
+    assert edit.end == len(old) or old[edit.end - 1] == "\n"  # ends after a line break (never inside \r\n)
+
+
+def test_crlf_is_never_split() -> None:
+    edit = minimal_edit("x = a\r\ny = 1\r\n", "x = b\r\ny = 1\r\n")
+    assert edit is not None and edit.new_text == "x = b\r\n" and (edit.start, edit.end) == (0, 7)
 
 
 @settings(max_examples=300, deadline=None)

@@ -258,3 +258,20 @@ async def test_fix_command_with_bad_arguments_is_an_error_not_a_crash(client: La
     with pytest.raises(Exception):
         await client.workspace_execute_command_async(T.ExecuteCommandParams("nki.fixKernel", bad))
     assert await raw_request(client, "nki/stats", {}) is not None  # still up
+
+
+async def test_one_run_per_document_and_cancel_agent_command(client: LanguageClient, tmp_path: Path):
+    editor = Editor(client)
+    uri = editor.open(tmp_path / "kernel.py", BROKEN)
+    editor.results[uri] = asyncio.get_running_loop().create_future()
+    first, second = await asyncio.gather(
+        client.workspace_execute_command_async(T.ExecuteCommandParams("nki.fixKernel", [uri])),
+        client.workspace_execute_command_async(T.ExecuteCommandParams("nki.fixKernel", [uri])))
+    assert sorted([first["started"], second["started"]]) == [False, True]
+    assert "already running" in (first.get("reason", "") + second.get("reason", ""))
+    res = await client.workspace_execute_command_async(T.ExecuteCommandParams("nki.cancelAgent", [uri]))
+    assert res["cancelled"] in (0, 1)  # 0 when the (fast) run already finished
+    result = await asyncio.wait_for(editor.results[uri], timeout=120)
+    assert result["verdict"] in ("cancelled", "verified")
+    if result["verdict"] == "cancelled":
+        assert editor.docs[uri].applied == 0 and (await document_text(client, uri))["text"] == BROKEN

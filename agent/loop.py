@@ -161,7 +161,7 @@ def run_agent(snapshot: Snapshot, path: str, task_path: str, router: Router | Mo
                 return finish("budget", f"stopped: {spent} spent")
             backend = route.current
             ws = Workspace(tools.code, path, tools.task_path, list(tools.diagnostics), tools.verified_code is not None,
-                           cfg.target, cfg.sdk_generation)
+                           cfg.target, cfg.sdk_generation, snapshot.text, list(first.diagnostics))
             req = ModelRequest(system, messages, tools.specs(), cfg.max_output_tokens, None, cfg.stream,
                                lambda t: emit("text", t), cancel, ws)
             emit("turn", f"turn {budget.turns + 1}: asking {route.label}")

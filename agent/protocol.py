@@ -83,6 +83,8 @@ class Workspace:
     verified: bool = False
     target: str | None = None
     sdk_generation: str = ""  # "new" when the installed SDK rejects classic kernels
+    original: str = ""  # the user's kernel, and what the first verification found in it
+    original_diagnostics: list[Any] = field(default_factory=list)
 
 
 @dataclass

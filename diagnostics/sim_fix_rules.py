@@ -7,6 +7,8 @@
   comparisons inside a ``mask=`` → ``&``/``|`` (each operand parenthesised).
 - ``psum_fp32`` / ``hoist_shared_hbm``: a wrong result (or an unsupported PSUM dtype) from a low-precision
   PSUM accumulator / an HBM output allocated inside a loop (the new API raises nothing for it).
+- ``tile_constant``: a partition/operand limit exceeded because a tile-size constant is above 128
+  (``P = 256``) → ``P = nl.tile_size.pmax``.
 - ``new_api_imports``: a file importing the classic ``neuronxcc.nki`` whose ISA calls use the new
   ``dst=`` form (``sim_invalid_argument``) → import the new ``nki`` modules under the same names.
 
@@ -196,4 +198,48 @@ def hoist_shared_hbm(module: ast.Module, text: str) -> list[Fix]:
                 new_block = new.split("\n")[loop.lineno - 1: span_end]
                 fixes.append(Fix("Hoist the HBM output allocation out of the loop",
                                  (TextEdit(loop.lineno, 1, span_end, len(old_block[-1]) + 1, "\n".join(new_block)),)))
+    return fixes
+
+
+PMAX = 128  # partitions per tile on every Trainium generation
+
+
+def _language_alias(module: ast.Module) -> str | None:
+    for n in ast.walk(module):
+        if isinstance(n, ast.Import):
+            for a in n.names:
+                if a.name in ("neuronxcc.nki.language", "nki.language") and a.asname:
+                    return a.asname
+        elif isinstance(n, ast.ImportFrom) and n.module in ("neuronxcc.nki", "nki"):
+            for a in n.names:
+                if a.name == "language":
+                    return a.asname or a.name
+    return None
+
+
+def tile_constant(module: ast.Module, text: str, line: int | None = None) -> list[Fix]:
+    """``P = 256`` (a tile-size constant above the partition limit, used to index or shape tiles) →
+    ``P = nl.tile_size.pmax``: the loops derived from ``P`` then cover the same rows in 128-row tiles.
+    With the error's ``line``, only constants in the partition (first) index there are candidates."""
+    nl = _language_alias(module)
+    used_in_tiles: set[str] = set()
+    for n in ast.walk(module):
+        if isinstance(n, (ast.Subscript, ast.Call, ast.Tuple)):
+            used_in_tiles.update(x.id for x in ast.walk(n) if isinstance(x, ast.Name))
+    if line is not None:
+        at_line: set[str] = set()
+        for n in ast.walk(module):
+            if isinstance(n, ast.Subscript) and n.lineno <= line <= (n.end_lineno or n.lineno):
+                first = n.slice.elts[0] if isinstance(n.slice, ast.Tuple) and n.slice.elts else n.slice
+                at_line.update(x.id for x in ast.walk(first) if isinstance(x, ast.Name))
+        if at_line & used_in_tiles:
+            used_in_tiles &= at_line
+    fixes = []
+    for n in ast.walk(module):
+        if (isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
+                and isinstance(n.value, ast.Constant) and type(n.value.value) is int
+                and n.value.value > PMAX and n.value.value % PMAX == 0 and n.targets[0].id in used_in_tiles):
+            new = f"{nl}.tile_size.pmax" if nl else str(PMAX)
+            fixes.append(Fix(f"Use {PMAX}-partition tiles ({n.targets[0].id} = {new})",
+                             (TextEdit(*_span(text, n.value), new),)))
     return fixes

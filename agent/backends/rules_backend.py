@@ -35,7 +35,14 @@ class RulesBackend:
         tried = _submitted(request)
         if not ws.diagnostics and not tried:
             return _call(len(request.messages), "verify", {}, "Verifying the kernel as it is.")
-        for title, fixed in self.candidates(ws):
+        # fixes on top of the current candidate first; then fixes of the user's original (backtracking
+        # when an earlier fix led nowhere)
+        options = self.candidates(ws)
+        if ws.original and ws.original != ws.code:
+            back = Workspace(ws.original, ws.path, ws.task, list(ws.original_diagnostics), False, ws.target,
+                             ws.sdk_generation)
+            options += [(f"{title}, on the original kernel", text) for title, text in self.candidates(back)]
+        for title, fixed in options:
             key = _key(fixed)
             if fixed == ws.code or key in tried:
                 continue

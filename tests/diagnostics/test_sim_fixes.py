@@ -19,7 +19,8 @@ SIM = FIXTURES / "sim_fixes"
 # run-time problems whose fix comes from a sim producer or from the static rule at the same line
 CASES = [SIM / "affine_carried.py", SIM / "psum_dma_helper.py", FIXTURES / "quickfix" / "matmul_psum_bf16.py",
          FIXTURES / "quickfix" / "output_not_stored.py", FIXTURES / "quickfix" / "output_not_stored_new.py",
-         SIM / "arange_via_names.py", SIM / "mask_and.py", SIM / "new_code_classic_imports.py"]
+         SIM / "arange_via_names.py", SIM / "mask_and.py", SIM / "new_code_classic_imports.py",
+         SIM / "tile_constant_256.py"]
 
 
 def _expected(text: str) -> tuple[str, int]:

@@ -9,6 +9,8 @@
   PSUM accumulator / an HBM output allocated inside a loop (the new API raises nothing for it).
 - ``tile_constant``: a partition/operand limit exceeded because a tile-size constant is above 128
   (``P = 256``) → ``P = nl.tile_size.pmax``.
+- ``restore_output_store``: an output allocated and returned but never written
+  (``err_tensor_output_not_written_to``) → store the block's last tile at the index its input was loaded from.
 - ``new_api_imports``: a file importing the classic ``neuronxcc.nki`` whose ISA calls use the new
   ``dst=`` form (``sim_invalid_argument``) → import the new ``nki`` modules under the same names.
 
@@ -242,4 +244,82 @@ def tile_constant(module: ast.Module, text: str, line: int | None = None) -> lis
             new = f"{nl}.tile_size.pmax" if nl else str(PMAX)
             fixes.append(Fix(f"Use {PMAX}-partition tiles ({n.targets[0].id} = {new})",
                              (TextEdit(*_span(text, n.value), new),)))
+    return fixes
+
+
+def _writes_to(module: ast.AST, name: str) -> bool:
+    for n in ast.walk(module):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("store", "dma_copy"):
+            dst = n.args[0] if n.args else next((k.value for k in n.keywords if k.arg == "dst"), None)
+            base = dst.value if isinstance(dst, ast.Subscript) else dst
+            if isinstance(base, ast.Name) and base.id == name:
+                return True
+    return False
+
+
+def _load_of(stmt: ast.stmt) -> tuple[ast.Subscript, ast.expr | None] | None:
+    """(HBM subscript read, its mask) of ``t = nl.load(x[...], mask=...)`` or ``nisa.dma_copy(dst=t, src=x[...])``."""
+    if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Attribute) \
+            and stmt.value.func.attr == "load" and stmt.value.args and isinstance(stmt.value.args[0], ast.Subscript):
+        mask = next((k.value for k in stmt.value.keywords if k.arg == "mask"), None)
+        return stmt.value.args[0], mask
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Attribute) \
+            and stmt.value.func.attr == "dma_copy":
+        kw = {k.arg: k.value for k in stmt.value.keywords}
+        src = kw.get("src")
+        if isinstance(src, ast.Subscript) and isinstance(kw.get("dst"), ast.Name):
+            return src, None
+    return None
+
+
+def _last_tile(body: list[ast.stmt]) -> str | None:
+    """The tile the block computed last (an assignment target or a ``dst=`` of an ISA call)."""
+    for stmt in reversed(body):
+        if isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Name):
+            return stmt.targets[0].id
+        if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
+            return stmt.target.id
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            dst = next((k.value for k in stmt.value.keywords if k.arg == "dst"), None)
+            if isinstance(dst, ast.Name):
+                return dst.id
+    return None
+
+
+def restore_output_store(module: ast.Module, text: str) -> list[Fix]:
+    """An output that is allocated and returned but never written: store the block's last tile into it at
+    the index the block loaded its input from (one candidate per distinct load index; verification picks)."""
+    lines = text.split("\n")
+    fixes: list[Fix] = []
+    for fn in (n for n in ast.walk(module) if isinstance(n, ast.FunctionDef)):
+        returned = {n.value.id for n in ast.walk(fn) if isinstance(n, ast.Return) and isinstance(n.value, ast.Name)}
+        outputs = [t.id for n in ast.walk(fn) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
+                   and n.value in _alloc_calls(module) and _buffer_of(n.value) in ("shared_hbm", "hbm")
+                   for t in n.targets if isinstance(t, ast.Name) and t.id in returned]
+        missing = [o for o in outputs if not _writes_to(fn, o)]
+        if len(missing) != 1:
+            continue
+        out_name = missing[0]
+        bodies = [n.body for n in ast.walk(fn) if isinstance(n, (ast.For, ast.While))] or [fn.body]
+        body = max(bodies, key=lambda b: max(getattr(s, "end_lineno", 0) or 0 for s in b))  # the innermost-last
+        loads = [x for x in (_load_of(s) for s in body) if x is not None]
+        tile = _last_tile(body)
+        if not loads or tile is None:
+            continue
+        classic = "neuronxcc" in text
+        last = body[-1]
+        indent = lines[last.lineno - 1][: last.col_offset]
+        seen: set[str] = set()
+        for sub, mask in loads:
+            index = _segment(text, sub.slice)
+            if index in seen or len(seen) >= 3:
+                continue
+            seen.add(index)
+            masked = f", mask={_segment(text, mask)}" if mask is not None else ""
+            stmt = (f"nl.store({out_name}[{index}], value={tile}{masked})" if classic else
+                    f"nisa.dma_copy(dst={out_name}[{index}], src={tile})")
+            end = last.end_lineno or last.lineno
+            fixes.append(Fix(f"Store {tile} into the output {out_name}",
+                             (TextEdit(end, len(lines[end - 1]) + 1, end, len(lines[end - 1]) + 1,
+                                       "\n" + indent + stmt),)))
     return fixes

@@ -77,6 +77,8 @@ def fixes_for(problem: Problem | Diagnostic, text: str, path: str | None = None)
         out.extend(sim_fix_rules.mask_bool_ops(module, text, issue.line))
     if issue.code in ("err_num_partition_exceed_arch_limit", "sim_matmul_operand_limit", "sim_shape_mismatch"):
         out.extend(sim_fix_rules.tile_constant(module, text, issue.line if issue.line and issue.line > 1 else None))
+    if issue.code == "err_tensor_output_not_written_to":
+        out.extend(sim_fix_rules.restore_output_store(module, text))
     if issue.code in ("sim_wrong_result", "sim_unsupported_dtype"):
         out.extend(sim_fix_rules.psum_fp32(module, text))
     if issue.code == "sim_wrong_result":

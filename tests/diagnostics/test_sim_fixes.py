@@ -20,7 +20,7 @@ SIM = FIXTURES / "sim_fixes"
 CASES = [SIM / "affine_carried.py", SIM / "psum_dma_helper.py", FIXTURES / "quickfix" / "matmul_psum_bf16.py",
          FIXTURES / "quickfix" / "output_not_stored.py", FIXTURES / "quickfix" / "output_not_stored_new.py",
          SIM / "arange_via_names.py", SIM / "mask_and.py", SIM / "new_code_classic_imports.py",
-         SIM / "tile_constant_256.py"]
+         SIM / "tile_constant_256.py", SIM / "output_never_written.py"]
 
 
 def _expected(text: str) -> tuple[str, int]:

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from ..diagnostics import catalog
 from ..diagnostics.api_reference import API
-from ..diagnostics.compiler import compile_kernel
+from ..diagnostics.compiler import EMBEDDED, compile_kernel, detect
 from ..diagnostics.model import Diagnostic, from_problem
 from ..diagnostics.static import Settings as CheckSettings
 from ..diagnostics.static import check_text
@@ -196,6 +196,17 @@ class ToolBox:
             self.diagnostics = diags
             return ToolOutcome(render("compile", "FAILED (static NKI checks)", diags, text), ran="compile",
                                diagnostics=diags)
+        sdk = detect() if self.prefer != EMBEDDED else None
+        if self.isolate and not (sdk and (sdk.neuronxcc or sdk.nki)):
+            # embedded toolchain: trace on the task's inputs in the confined sandbox (one seed, no verdict)
+            raw = api.verify(self._write(text), self.task_path, seeds=1, target=self.target, timeout=self.timeout,
+                             cancel=self.cancel, confine=True)
+            found = [self._relocate(from_problem(p, "nki-sim", self.path)) for p in api.problems_of(raw)]
+            found += [d for d in diags if d.severity == "warning"]
+            self.diagnostics = found
+            ok = bool(raw.get("compiled")) and not any(d.severity == "error" for d in found)
+            head = f"{'OK' if ok else 'FAILED'} (toolchain: embedded NKI simulator, traced on the task's inputs)"
+            return ToolOutcome(render("compile", head, found, text), ran="compile", diagnostics=found, raw=raw)
         res = compile_kernel(self._write(text), self.task_path, target=self.target, mode="simulate",
                              timeout=self.timeout, prefer=self.prefer)
         found = [self._relocate(d) for d in res.diagnostics] + [d for d in diags if d.severity == "warning"]
@@ -210,8 +221,9 @@ class ToolBox:
             self.diagnostics = diags
             return ToolOutcome(render("verify", "NOT RUN: the kernel does not compile", diags, text), ran="verify",
                                diagnostics=diags)
+        # confined: reference first, kernel under the audit guard, outputs compared in this process
         raw = api.verify(self._write(text), self.task_path, seeds=self.seeds, target=self.target,
-                         timeout=self.timeout, cancel=self.cancel, isolate=self.isolate)
+                         timeout=self.timeout, cancel=self.cancel, isolate=self.isolate, confine=self.isolate)
         self.last_verify = raw
         problems = [self._relocate(from_problem(p, "nki-verify", self.path)) for p in api.problems_of(raw)]
         if _digest(self.task_path) != self.task_digest:

@@ -1,7 +1,8 @@
 """Façade of the toolchain for tools (CLI, server, agent): verify / simulate a kernel file against a task.
 
 By default the work runs in the sandboxed worker (``sandbox.run``), so a hostile or broken kernel
-cannot hang or crash the caller; ``isolate=False`` runs in-process (tests, benchmarks). Both paths
+cannot hang or crash the caller; ``isolate=False`` runs in-process (tests, benchmarks);
+``verify(..., confine=True)`` also keeps the kernel from faking a pass (``confined.py``). All paths
 return the same JSON-able dict; a problem that stops the job appears in ``problems``.
 """
 
@@ -30,7 +31,16 @@ def _merge(reply: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
 
 def verify(kernel: str, task: str, seeds: int = 3, target: str | None = None, kernel_name: str | None = None,
            isolate: bool = True, timeout: float = DEFAULT_TIMEOUT,
-           cancel: threading.Event | None = None) -> dict[str, Any]:
+           cancel: threading.Event | None = None, confine: bool = False) -> dict[str, Any]:
+    """Verify ``kernel`` against ``task`` on ``seeds`` seeds.
+
+    ``confine=True`` (untrusted candidates, e.g. the fix agent's) always runs in the worker, computes
+    the reference before any kernel code loads, guards the worker with an audit hook and compares
+    the outputs in this process (``confined.py``); ``isolate`` is then ignored."""
+    if confine:
+        from .confined import verify_confined
+
+        return verify_confined(kernel, task, seeds, target, kernel_name, timeout, cancel)
     base = {"kernel": kernel, "task": task, "target": target or "", "compiled": False, "correct": False,
             "seeds": [], "problems": []}
     if not isolate:

@@ -24,6 +24,7 @@ DEFAULT_MEMORY = 6 << 30  # address space of the worker: numpy + torch need ~2 G
 STDERR_TAIL = 4000  # characters of worker stderr kept for diagnostics
 THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 CANCEL_POLL = 0.05  # seconds between looks at the cancel event while the worker runs: prompt enough for a click
+READER_GRACE = 5.0  # seconds to wait for the result reader after the worker ended: a grandchild may hold the pipe
 
 
 def run(request: dict[str, Any], timeout: float = DEFAULT_TIMEOUT, memory_bytes: int = DEFAULT_MEMORY,
@@ -38,37 +39,37 @@ def run(request: dict[str, Any], timeout: float = DEFAULT_TIMEOUT, memory_bytes:
     req["memory_bytes"] = memory_bytes
     req["cpu_seconds"] = int(timeout * 2) + 5
     r_fd, w_fd = os.pipe()
-    env = dict(os.environ, NKI_AGENT_RESULT_FD=str(w_fd), PYTHONDONTWRITEBYTECODE="1")
+    env = dict(os.environ, NKI_AGENT_RESULT_FD=str(w_fd), NKI_AGENT_PARENT_PID=str(os.getpid()),
+               PYTHONDONTWRITEBYTECODE="1")
     for var in THREAD_VARS:  # many small ops: thread pools only add contention (and nondeterminism)
         env.setdefault(var, "1")
     try:
         proc = subprocess.Popen([sys.executable, "-m", "nki_agent.toolchain.worker"], stdin=subprocess.PIPE,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, pass_fds=(w_fd,),
                                 start_new_session=True)
+    except BaseException:
+        os.close(r_fd)
+        raise
     finally:
         os.close(w_fd)
-    deadline = time.monotonic() + timeout
-    payload: bytes | None = json.dumps(req).encode()
-    while True:
-        step = deadline - time.monotonic()
-        if cancel is not None:
-            step = min(step, CANCEL_POLL)
-        try:
-            _, err = proc.communicate(payload, timeout=max(step, 0.0))
-            break
-        except subprocess.TimeoutExpired:
-            payload = None  # already handed to the worker; communicate() keeps writing it
-            if cancel is not None and cancel.is_set():
-                _kill(proc)
-                os.close(r_fd)
-                return _failure("sim_cancelled", "cancelled while running", request)
-            if time.monotonic() >= deadline:
-                _kill(proc)
-                os.close(r_fd)
-                return _failure("sim_timeout", f"the kernel did not finish within {timeout:g} s (infinite loop?)",
-                                request)
-    with os.fdopen(r_fd, "rb") as f:
-        raw = f.read()
+    # The result is drained while the worker runs: a result larger than the pipe buffer (64 KiB) would
+    # otherwise block the worker's final write forever and end as a false sim_timeout.
+    chunks: list[bytes] = []
+    reader = threading.Thread(target=_drain, args=(r_fd, chunks), name="nki-sandbox-result", daemon=True)
+    reader.start()
+    try:
+        err = _wait(proc, json.dumps(req).encode(), timeout, cancel)
+    except BaseException:  # KeyboardInterrupt, a cancelled caller...: never leave the worker running
+        _kill(proc)
+        reader.join(READER_GRACE)
+        raise
+    if err is None:
+        reader.join(READER_GRACE)
+        if cancel is not None and cancel.is_set():
+            return _failure("sim_cancelled", "cancelled while running", request)
+        return _failure("sim_timeout", f"the kernel did not finish within {timeout:g} s (infinite loop?)", request)
+    reader.join(READER_GRACE)
+    raw = b"".join(chunks)
     stderr = err.decode("utf-8", "replace")[-STDERR_TAIL:]
     if raw:
         try:
@@ -83,12 +84,47 @@ def run(request: dict[str, Any], timeout: float = DEFAULT_TIMEOUT, memory_bytes:
     return _failure("sim_worker_crash", f"the simulation worker exited with status {proc.returncode}", request, stderr)
 
 
+def _wait(proc: subprocess.Popen[bytes], payload: bytes, timeout: float,
+          cancel: threading.Event | None) -> bytes | None:
+    """The worker's stderr once it exits, or None after killing it (cancelled or out of time)."""
+    deadline = time.monotonic() + timeout
+    pending: bytes | None = payload
+    while True:
+        step = deadline - time.monotonic()
+        if cancel is not None:
+            step = min(step, CANCEL_POLL)
+        try:
+            _, err = proc.communicate(pending, timeout=max(step, 0.0))
+            return err
+        except subprocess.TimeoutExpired:
+            pending = None  # already handed to the worker; communicate() keeps writing it
+            if (cancel is not None and cancel.is_set()) or time.monotonic() >= deadline:
+                _kill(proc)
+                return None
+
+
+def _drain(fd: int, chunks: list[bytes]) -> None:
+    """Read the result pipe to its end (all writers closed: the worker exited or was killed)."""
+    with os.fdopen(fd, "rb", buffering=0) as f:
+        while True:
+            chunk = f.read(1 << 16)
+            if not chunk:
+                return
+            chunks.append(chunk)
+
+
 def _kill(proc: subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         proc.kill()
     proc.wait()
+    for pipe in (proc.stdin, proc.stderr):
+        if pipe is not None:
+            try:
+                pipe.close()
+            except OSError:  # a half-written stdin reports the broken pipe on close
+                pass
 
 
 def _failure(code: str, message: str, request: dict[str, Any], stderr: str = "") -> dict[str, Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -165,8 +166,49 @@ def _np_to_torch(a: np.ndarray) -> Any:
     return torch.from_numpy(np.array(a, copy=True))
 
 
+@dataclass
+class Case:
+    """One seed's kernel arguments and what the judge compares the kernel's outputs with."""
+
+    seed: int
+    args: list[Any]
+    reference_seconds: float
+    expected: Any = None
+
+
+# judge(seed, kernel outputs, case.expected, mutated input names) -> the seed's figures
+Judge = Callable[[int, list[Any], Any, list[str]], SeedResult]
+
+
+def draw(task: Task, seed: int) -> tuple[list[Any], list[np.ndarray], float]:
+    """Seed every RNG, draw the task's inputs, run the reference: (inputs, expected outputs, seconds)."""
+    task.seed(seed)
+    inputs = _as_list(task.get_inputs())
+    task.seed(seed)
+    t0 = time.perf_counter()
+    expected = run_reference(task, copy.deepcopy(inputs) if task.reference is None else inputs)
+    return inputs, expected, time.perf_counter() - t0
+
+
 def verify_loaded(kernel: Kernel, task: Task, kernel_path: str, seeds: int = DEFAULT_SEEDS,
                   target: str | None = None, time_limit: float | None = None) -> VerifyResult:
+    def cases() -> Iterator[Case]:
+        for seed in range(seeds):
+            inputs, expected, t_ref = draw(task, seed)
+            args = [_to_np(x) for x in inputs] + _extra_args(kernel, task, len(inputs))
+            yield Case(seed, args, t_ref, expected)
+
+    def judge(seed: int, got: list[Any], expected: Any, mutated: list[str]) -> SeedResult:
+        return _compare_all(task, got, expected, seed)
+
+    return run_cases(kernel, task, kernel_path, cases(), judge, target, time_limit)
+
+
+def run_cases(kernel: Kernel, task: Task, kernel_path: str, cases: Iterable[Case], judge: Judge,
+              target: str | None = None, time_limit: float | None = None) -> VerifyResult:
+    """Launch the kernel on each case and judge its outputs; stops at the first NKI error.
+
+    ``task`` only supplies settings here (launcher, tolerance, input mutation policy)."""
     from .sim.kernel import _DEFAULT_TARGET
 
     records: list[LaunchRecord] = []
@@ -175,18 +217,12 @@ def verify_loaded(kernel: Kernel, task: Task, kernel_path: str, seeds: int = DEF
                           generation=kernel.generation)
     token = DEFAULTS.set(LaunchDefaults(target=target, time_limit=time_limit, observer=records.append))
     try:
-        for seed in range(seeds):
-            task.seed(seed)
-            inputs = _as_list(task.get_inputs())
-            task.seed(seed)
-            t0 = time.perf_counter()
-            expected = run_reference(task, copy.deepcopy(inputs) if task.reference is None else inputs)
-            t_ref = time.perf_counter() - t0
-            args = [_to_np(x) for x in inputs] + _extra_args(kernel, task, len(inputs))
+        for case in cases:
+            seed = case.seed
             t0 = time.perf_counter()
             launcher = task.launcher(kernel)
             try:
-                got = _as_list(launcher(*args))
+                got = _as_list(launcher(*case.args))
             except NkiError as e:
                 result.problems.append(Problem.from_error(e))
                 result.seeds.append(SeedResult(seed=seed, correct=False, message=str(e.message)))
@@ -202,13 +238,11 @@ def verify_loaded(kernel: Kernel, task: Task, kernel_path: str, seeds: int = DEF
                     result.trace = [asdict(t) for t in rec.trace[:2000]]
             if records and seed == 0:
                 result.problems.extend(Problem.from_error(w) for w in records[-1].warnings)
-            seed_res = _compare_all(task, got, expected, seed)
-            seed_res.kernel_seconds, seed_res.reference_seconds = t_kern, t_ref
-            mutated = records[-1].mutated_inputs if records else []
+            mutated = list(records[-1].mutated_inputs) if records else []
+            seed_res = judge(seed, got, case.expected, mutated)
+            seed_res.kernel_seconds, seed_res.reference_seconds = t_kern, case.reference_seconds
             if mutated and not task.allow_input_mutation:
-                seed_res.correct = False
-                seed_res.message = (seed_res.message + "; " if seed_res.message else "") + \
-                    f"kernel modified its input(s) {mutated}"
+                mark_mutated(seed_res, mutated)
                 result.problems.append(Problem("sim_input_mutated",
                                                f"the kernel wrote into input argument(s) {mutated}; outputs must be "
                                                "new tensors (set ALLOW_INPUT_MUTATION = True in the task if intended)",
@@ -221,6 +255,12 @@ def verify_loaded(kernel: Kernel, task: Task, kernel_path: str, seeds: int = DEF
     return result
 
 
+def mark_mutated(seed_res: SeedResult, mutated: list[str]) -> None:
+    """A kernel that wrote into its inputs fails the seed (unless the task allows it: callers check)."""
+    seed_res.correct = False
+    seed_res.message = (seed_res.message + "; " if seed_res.message else "") + f"kernel modified its input(s) {mutated}"
+
+
 def _def_line(kernel: Kernel) -> int:
     loc = kernel_location(kernel)
     return loc.line if loc else 1
@@ -228,15 +268,19 @@ def _def_line(kernel: Kernel) -> int:
 
 def _extra_args(kernel: Kernel, task: Task, n_inputs: int) -> list[Any]:
     """Model-form tasks with parameters pass them after the inputs when the kernel takes them."""
+    return select_params(kernel, [_to_np(p) for p in task.model_parameters()], n_inputs)
+
+
+def select_params(kernel: Kernel, params: list[Any], n_inputs: int) -> list[Any]:
+    """The leading model parameters the kernel's signature has room for after its inputs."""
     import inspect
 
     try:
         n_params = len(inspect.signature(kernel.func).parameters)
     except (TypeError, ValueError):
         return []
-    params = task.model_parameters()
     if n_params > n_inputs and params:
-        return [_to_np(p) for p in params[: n_params - n_inputs]]
+        return params[: n_params - n_inputs]
     return []
 
 

@@ -2,7 +2,8 @@
 
 Runs untrusted kernel and task code under resource limits (address space, CPU seconds) with the
 simulator's imports, and writes exactly one JSON result to the file descriptor it was given. User
-prints go to stderr so they can never corrupt the result.
+prints go to stderr so they can never corrupt the result. Before reading the request it asks the
+kernel to kill it when its parent dies (Linux), so a dead tool never leaves a worker burning CPU.
 """
 
 from __future__ import annotations
@@ -10,10 +11,31 @@ from __future__ import annotations
 import json
 import os
 import resource
+import signal
 import sys
 from typing import Any
 
 from .errors import NkiError, Problem
+
+PR_SET_PDEATHSIG = 1  # prctl option from <linux/prctl.h>: signal sent to us when our parent thread exits
+
+
+def _die_with_parent() -> None:
+    """SIGKILL this worker when the parent dies; exit now if it already has (the fork/prctl race).
+
+    The signal follows the parent *thread* that started us; ``sandbox.run`` blocks that thread until
+    we end, so it outlives us unless the whole parent dies."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        except (OSError, AttributeError):  # no libc symbol: keep the rlimits as the only backstop
+            pass
+    expected = os.environ.get("NKI_AGENT_PARENT_PID", "")
+    if expected.isdigit() and os.getppid() != int(expected):
+        os._exit(3)  # re-parented before prctl took effect: the tool that wanted this result is gone
 
 
 def _limit(memory_bytes: int, cpu_seconds: int) -> None:
@@ -31,6 +53,10 @@ def handle(req: dict[str, Any]) -> dict[str, Any]:
         res = verify_files(req["kernel"], req["task"], seeds=int(req.get("seeds", 3)), target=req.get("target"),
                            kernel_name=req.get("kernel_name"), time_limit=req.get("time_limit"))
         return {"ok": True, "result": res.as_dict()}
+    if op == "verify_confined":
+        from .confined import worker_verify
+
+        return worker_verify(req)
     if op == "simulate":
         from .simulate import simulate_files
 
@@ -45,6 +71,7 @@ def handle(req: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> int:
+    _die_with_parent()  # before any user code is loaded
     out_fd = int(os.environ.get("NKI_AGENT_RESULT_FD", "1"))
     out = os.fdopen(os.dup(out_fd), "w")
     os.dup2(2, 1)  # anything the kernel prints goes to stderr

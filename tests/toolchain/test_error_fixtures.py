@@ -18,7 +18,8 @@ EXPECT = re.compile(r"#\s*expect:\s*([a-z0-9_]+)")
 
 # Codes that need the sandbox (time, memory) or a real crash are covered in test_sandbox.py.
 NOT_A_KERNEL_ERROR = {"sim_timeout", "sim_memory_limit", "sim_worker_crash", "sim_bad_input", "sim_task_error",
-                      "sim_unsupported_api", "sim_uninitialized_read", "sim_invalid_argument", "sim_wrong_result", "sim_cancelled"}
+                      "sim_unsupported_api", "sim_uninitialized_read", "sim_invalid_argument", "sim_wrong_result", "sim_cancelled",
+                      "sim_sandbox_violation"}
 
 
 def expectation(path: Path) -> tuple[str, int]:

@@ -117,3 +117,117 @@ def test_cancel_before_start_runs_nothing() -> None:
     cancel.set()
     path = str(HOSTILE / "infinite_loop.py")
     assert _codes(api.verify(path, path, seeds=1, cancel=cancel)) == ["sim_cancelled"]
+
+
+CONFINED = Path(__file__).resolve().parents[1] / "fixtures" / "confined"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def test_a_result_larger_than_the_pipe_buffer_is_read_while_the_worker_runs() -> None:
+    """~1200 traced instructions make a >64 KiB result; reading it only after exit used to deadlock."""
+    import json
+
+    from nki_agent.toolchain import sandbox
+
+    req = {"op": "verify", "kernel": str(EXAMPLES / "l1_add" / "kernel_classic.py"),
+           "task": str(CONFINED / "long_trace_task.py"), "seeds": 1}
+    reply = sandbox.run(req, timeout=60.0)
+    assert "result" in reply, reply
+    assert len(json.dumps(reply["result"])) > 64 * 1024
+    assert reply["result"]["correct"] is True, reply["result"]["problems"]
+
+
+def test_keyboard_interrupt_while_waiting_kills_the_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    import signal
+    import subprocess
+    import threading
+
+    from nki_agent.toolchain import sandbox
+
+    started: list[subprocess.Popen[bytes]] = []
+    real_popen = subprocess.Popen
+
+    def popen(*a: object, **k: object) -> subprocess.Popen[bytes]:
+        proc = real_popen(*a, **k)  # type: ignore[call-overload]
+        started.append(proc)
+        return proc  # type: ignore[no-any-return]
+
+    class Interrupting(threading.Event):
+        """Not set before the start; the first look while the worker runs is a Ctrl-C."""
+
+        looks = 0
+
+        def is_set(self) -> bool:
+            self.looks += 1
+            if self.looks > 1:
+                raise KeyboardInterrupt
+            return False
+
+    monkeypatch.setattr(sandbox.subprocess, "Popen", popen)
+    path = str(HOSTILE / "infinite_loop.py")
+    with pytest.raises(KeyboardInterrupt):
+        sandbox.run({"op": "verify", "kernel": path, "task": path, "seeds": 1}, timeout=120.0,
+                    cancel=Interrupting())
+    assert len(started) == 1
+    assert started[0].returncode == -signal.SIGKILL  # killed and reaped before the interrupt propagated
+
+
+_ORPHANING_PARENT = """
+import os, subprocess, sys, threading, time
+from nki_agent.toolchain import sandbox
+
+started = threading.Event()
+pids = []
+real_popen = subprocess.Popen
+
+class Recording(real_popen):
+    def __init__(self, *a, **k):
+        super().__init__(*a, **k)
+        pids.append(self.pid)
+        started.set()
+
+subprocess.Popen = Recording
+path, marker = sys.argv[1], sys.argv[2]
+os.environ["NKI_TEST_MARKER"] = marker
+threading.Thread(target=sandbox.run, args=({"op": "verify", "kernel": path, "task": path, "seeds": 1},),
+                 kwargs={"timeout": 120.0}, daemon=True).start()
+started.wait(60)
+deadline = time.monotonic() + 60.0  # bounded poll until the worker has loaded the kernel (and spins)
+while time.monotonic() < deadline and not os.path.exists(marker):
+    time.sleep(0.02)
+print(pids[0], os.path.exists(marker), flush=True)
+os._exit(0)  # dies without any cleanup: the worker must not outlive it
+"""
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="PR_SET_PDEATHSIG and /proc are Linux-only")
+def test_worker_dies_with_its_parent_process(tmp_path: Path) -> None:
+    """The parent os._exit()s while the worker spins in kernel code; the kernel kills the worker too."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    marker = tmp_path / "loaded"
+    helper = subprocess.run([sys.executable, "-c", _ORPHANING_PARENT, str(CONFINED / "loop_after_marker.py"),
+                             str(marker)], capture_output=True, text=True, timeout=120)
+    pid_text, loaded = helper.stdout.split()
+    pid = int(pid_text)
+    assert loaded == "True", helper.stderr
+    try:
+        deadline = time.monotonic() + 30.0  # bounded poll: the kernel delivers SIGKILL when the parent dies
+        while _running(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _running(pid), "the worker outlived its parent"
+    finally:
+        if _running(pid):
+            os.killpg(pid, signal.SIGKILL)  # the worker leads its own session; never leave it spinning

@@ -1,0 +1,178 @@
+"""Confined verification (``api.verify(..., confine=True)``): a candidate kernel cannot fake a pass.
+
+Each cheat is prefixed to a WRONG kernel (l1_add with ``nl.subtract``); in confined mode none of them
+makes it verify, and none of their side effects happens. Correct kernels verify with the same
+figures as the normal mode.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from nki_agent.toolchain import api
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+ADD = EXAMPLES / "l1_add"
+SEEDS = 2  # enough to exercise the per-seed files; every example runs, so keep it small
+
+ISCLOSE_ALL = "lambda a, b, **k: np.ones(np.shape(a), dtype=bool)"
+# (id, prefix with PATH/PATH2 placeholders, fools the normal sandboxed verify, expected problem code or None)
+CHEATS = [
+    ("patch_isclose_alias", f"_m = np; _m.isclose = {ISCLOSE_ALL}\n", True, None),
+    ("patch_isclose_setattr", f"_s = setattr; _s(np, 'isclose', {ISCLOSE_ALL})\n", True, None),
+    ("patch_isclose_exec",
+     "_e = exec; _e('import numpy\\nnumpy.isclose = lambda a, b, **k: numpy.ones(numpy.shape(a), dtype=bool)')\n",
+     True, None),
+    ("shell_via_eval", "_v = eval; _v(\"__import__('os').system('echo pwned > PATH')\")\n", False,
+     "sim_sandbox_violation"),
+    ("write_file_via_tofile", "np.frombuffer(b'x', np.uint8).tofile('PATH2')\n", False, "sim_sandbox_violation"),
+    ("patch_task_reference_via_sys_modules",
+     ("import sys\n_t = sys.modules.get('nki_agent_task')\n"
+      "if _t is not None:\n    _t.reference.__code__ = (lambda a, b: a - b).__code__\n"), True, None),
+    ("read_expected_outputs",
+     ("import glob, tempfile\nfor _f in glob.glob(tempfile.gettempdir() + '/nki-confined-*/expected/*'):\n"
+      "    open(_f, 'rb').read()\n"), False, "sim_sandbox_violation"),
+    ("frames_via_inspect", "import inspect\n_fr = inspect.currentframe()\n", False, "sim_sandbox_violation"),
+    ("frames_via_traceback", "try:\n    raise ValueError\nexcept ValueError as _x:\n    _fr = _x.__traceback__.tb_frame\n",
+     False, "sim_sandbox_violation"),
+    ("gc_scan", "import gc\n_objs = gc.get_objects()\n", False, "sim_sandbox_violation"),
+    ("spawn_process", "import subprocess\nsubprocess.run(['true'])\n", False, "sim_sandbox_violation"),
+]
+
+
+def _wrong_kernel(tmp_path: Path, prefix: str) -> Path:
+    src = (ADD / "kernel_new.py").read_text()
+    assert "op=nl.add" in src
+    prefix = prefix.replace("PATH2", str(tmp_path / "written.bin")).replace("PATH", str(tmp_path / "pwned.txt"))
+    path = tmp_path / "kernel.py"
+    path.write_text("import numpy as np\n" + prefix + src.replace("op=nl.add", "op=nl.subtract"))
+    return path
+
+
+def _codes(res: dict) -> list[str]:
+    return [p["code"] for p in res.get("problems", [])]
+
+
+@pytest.mark.parametrize(("prefix", "fools_normal", "code"), [c[1:] for c in CHEATS], ids=[c[0] for c in CHEATS])
+def test_a_cheat_cannot_make_a_wrong_kernel_pass(tmp_path: Path, prefix: str, fools_normal: bool,
+                                                 code: str | None) -> None:
+    kernel = _wrong_kernel(tmp_path, prefix)
+    task = str(ADD / "task.py")
+    if fools_normal:  # the threat is real: the unconfined worker compares where the kernel ran
+        assert api.verify(str(kernel), task, seeds=1)["correct"] is True
+    res = api.verify(str(kernel), task, seeds=SEEDS, confine=True)
+    assert res["correct"] is False, res
+    if code:
+        assert code in _codes(res), res["problems"]
+    else:
+        assert res["mismatches"] > 0 and res["seeds"][0]["first_mismatch"], res
+    assert not (tmp_path / "pwned.txt").exists()
+    assert not (tmp_path / "written.bin").exists()
+
+
+def test_the_task_file_cannot_be_overwritten(tmp_path: Path) -> None:
+    task = tmp_path / "task.py"
+    original = (ADD / "task.py").read_text()
+    task.write_text(original)
+    kernel = _wrong_kernel(tmp_path, f"open({str(task)!r}, 'w').write('def reference(a, b):\\n    return a - b\\n')\n")
+    res = api.verify(str(kernel), str(task), seeds=1, confine=True)
+    assert res["correct"] is False and "sim_sandbox_violation" in _codes(res)
+    assert task.read_text() == original
+
+
+def test_an_output_computed_outside_nki_is_refused(tmp_path: Path) -> None:
+    kernel = tmp_path / "kernel.py"
+    kernel.write_text("import numpy as np\nimport nki\n\n\n@nki.jit\ndef add_kernel(a, b):\n"
+                      "    return np.zeros(a.shape, np.float32)\n")
+    res = api.verify(str(kernel), str(ADD / "task.py"), seeds=1, confine=True)
+    assert res["correct"] is False
+    assert _codes(res)[:1] == ["sim_sandbox_violation"], res["problems"]
+    assert "NKI tensor" in res["problems"][0]["message"]
+
+
+def _figures(res: dict) -> dict:
+    keep = ("compiled", "correct", "max_abs_error", "max_rel_error", "mismatches", "atol", "rtol", "target",
+            "generation", "peak_sbuf_bytes", "peak_psum_bytes", "trace")
+    seeds = [{k: v for k, v in s.items() if not k.endswith("_seconds")} for s in res["seeds"]]
+    return {**{k: res[k] for k in keep}, "seeds": seeds, "codes": _codes(res)}
+
+
+@pytest.mark.parametrize("kernel", ["kernel_new.py", "kernel_classic.py"])
+def test_confined_and_normal_mode_report_the_same_figures(kernel: str) -> None:
+    path, task = str(ADD / kernel), str(ADD / "task.py")
+    normal = api.verify(path, task, seeds=SEEDS)
+    confined = api.verify(path, task, seeds=SEEDS, confine=True)
+    assert confined["correct"] is True, confined["problems"]
+    assert _figures(confined) == _figures(normal)
+
+
+def test_a_wrong_kernel_reports_the_same_mismatch_in_both_modes(tmp_path: Path) -> None:
+    kernel, task = str(_wrong_kernel(tmp_path, "")), str(ADD / "task.py")
+    normal = api.verify(kernel, task, seeds=1)
+    confined = api.verify(kernel, task, seeds=1, confine=True)
+    assert confined["correct"] is False
+    assert _figures(confined) == _figures(normal)
+
+
+@pytest.mark.parametrize("kernel", sorted(EXAMPLES.glob("*/kernel_*.py")),
+                         ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_every_example_verifies_in_confined_mode(kernel: Path) -> None:
+    res = api.verify(str(kernel), str(kernel.parent / "task.py"), seeds=SEEDS, confine=True)
+    assert res["correct"] is True, res["problems"]
+    assert len(res["seeds"]) == SEEDS
+
+
+def test_a_model_form_task_passes_its_parameters(tmp_path: Path) -> None:
+    """A Model with parameters reaches a kernel that takes them after its inputs (l1_gelu, parameterless,
+    runs with every example above)."""
+    task = tmp_path / "task.py"
+    task.write_text(
+        "import torch\nfrom torch import nn\n\n\nclass Model(nn.Module):\n    def __init__(self):\n"
+        "        super().__init__()\n        self.bias = nn.Parameter(torch.randn(128, 512))\n\n"
+        "    def forward(self, x):\n        return x + self.bias\n\n\n"
+        "def get_inputs():\n    return [torch.randn(128, 512)]\n\n\ndef get_init_inputs():\n    return []\n")
+    kernel = tmp_path / "kernel.py"
+    kernel.write_text(
+        "import nki\nimport nki.isa as nisa\nimport nki.language as nl\n\n\n@nki.jit\ndef k(x, bias):\n"
+        "    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)\n"
+        "    a = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)\n"
+        "    b = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)\n"
+        "    nisa.dma_copy(dst=a, src=x)\n    nisa.dma_copy(dst=b, src=bias)\n"
+        "    nisa.tensor_tensor(dst=a, data1=a, data2=b, op=nl.add)\n    nisa.dma_copy(dst=out, src=a)\n"
+        "    return out\n")
+    normal = api.verify(str(kernel), str(task), seeds=SEEDS)
+    confined = api.verify(str(kernel), str(task), seeds=SEEDS, confine=True)
+    assert normal["correct"] is True, normal["problems"]
+    assert _figures(confined) == _figures(normal)
+
+
+def test_a_task_error_is_reported_before_any_kernel_code_runs(tmp_path: Path) -> None:
+    task = tmp_path / "task.py"
+    task.write_text("def get_inputs():\n    raise ValueError('no inputs today')\n\n\ndef reference(a):\n    return a\n")
+    res = api.verify(str(ADD / "kernel_new.py"), str(task), seeds=1, confine=True)
+    assert _codes(res) == ["sim_task_error"] and res["correct"] is False
+
+
+def test_confined_mode_leaves_no_temporary_directories() -> None:
+    import glob
+    import tempfile
+
+    before = set(glob.glob(tempfile.gettempdir() + "/nki-confined-*"))
+    api.verify(str(ADD / "kernel_new.py"), str(ADD / "task.py"), seeds=1, confine=True)
+    assert set(glob.glob(tempfile.gettempdir() + "/nki-confined-*")) <= before
+
+
+@pytest.mark.parametrize(("name", "code"), [("infinite_loop.py", "sim_timeout"), ("exits.py", "sim_worker_crash")])
+def test_hostile_kernels_still_end_as_one_clear_problem(name: str, code: str) -> None:
+    path = str(ROOT / "tests" / "fixtures" / "hostile" / name)
+    res = api.verify(path, path, seeds=1, timeout=6.0 if code == "sim_timeout" else 30.0, confine=True)
+    assert res["correct"] is False
+    assert _codes(res)[:1] == [code], res["problems"]
+
+
+def test_a_file_that_is_its_own_task_verifies() -> None:
+    path = str(ROOT / "tests" / "fixtures" / "hostile" / "prints_to_stdout.py")
+    res = api.verify(path, path, seeds=1, confine=True)
+    assert res["correct"] is True, res["problems"]

@@ -232,8 +232,16 @@ def tile_constant(module: ast.Module, text: str, line: int | None = None) -> lis
         at_line: set[str] = set()
         for n in ast.walk(module):
             if isinstance(n, ast.Subscript) and n.lineno <= line <= (n.end_lineno or n.lineno):
-                first = n.slice.elts[0] if isinstance(n.slice, ast.Tuple) and n.slice.elts else n.slice
+                elts = n.slice.elts if isinstance(n.slice, ast.Tuple) and n.slice.elts else [n.slice]
+                first = next((e for e in elts if isinstance(e, ast.Slice)), elts[0])  # x[b, rows, :]: rows
                 at_line.update(x.id for x in ast.walk(first) if isinstance(x, ast.Name))
+        fn = _function_at(module, line)
+        assigns = _assignments(fn) if fn is not None else {}
+        frontier = set(at_line)
+        for _ in range(MAX_DEPTH):  # follow `rows = t * P + i_p` back to `P`
+            frontier = {x.id for name in frontier if len(assigns.get(name, [])) == 1
+                        for x in ast.walk(assigns[name][0]) if isinstance(x, ast.Name)} - at_line
+            at_line |= frontier
         if at_line & used_in_tiles:
             used_in_tiles &= at_line
     fixes = []

@@ -60,12 +60,25 @@ def apply_change(text: str, rng: ChangeRange, new_text: str) -> str:
     """Text after one LSP content change (UTF-16 range, clamped per the LSP rules)."""
     if rng is None:
         return new_text
-    index = LineIndex.of(text)
+    # the usual text has only "\n" breaks: index just the lines the range reads (a 5,000-line table costs ms)
+    index = LineIndex.of(text) if "\r" in text else _line_index_to(text, max(rng[0], rng[2]))
     start = index.offset(rng[0], rng[1])
     end = index.offset(rng[2], rng[3])
     if end < start:  # an inverted range: treat as the span between the two positions
         start, end = end, start
     return text[:start] + new_text + text[end:]
+
+
+def _line_index_to(text: str, line: int) -> LineIndex:
+    """The line table of a ``\n``-only text as far as positions on ``line`` need it (its start and the next
+    line's), or to the end of a shorter text: ``offset`` answers as with the full table."""
+    starts = [0]
+    while len(starts) <= line + 1:
+        nl = text.find("\n", starts[-1])
+        if nl < 0:
+            break
+        starts.append(nl + 1)
+    return LineIndex(text, tuple(starts))
 
 
 class DocumentStore:

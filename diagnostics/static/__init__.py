@@ -1,27 +1,35 @@
 """As-you-type static checks of NKI kernels: ``check_text(path, text)`` -> diagnostics, no execution.
 
-Pipeline: tree-sitter finds imports, constants and functions in possibly broken text
-(``source.py``); every intact function that uses NKI is parsed with ``ast`` and abstractly interpreted
-(``interp.py``); rules (``rules/``, one file each) turn the events into findings; this module places
-them in the file and converts them to the shared ``Diagnostic`` model. A rule that crashes costs one
-informational diagnostic, never the others.
+Pipeline: ``source.layout`` cuts the file into chunks at top-level definitions and finds its imports,
+constants and functions (``ast`` per chunk, tree-sitter for the intact functions of a chunk that does
+not parse); every function is parsed on its own and abstractly interpreted (``interp.py``); rules
+(``rules/``, one file each) turn the events into findings; this module places them in the file and
+converts them to the shared ``Diagnostic`` model. A rule that crashes costs one informational
+diagnostic, never the others.
+
+A function's diagnostics depend only on its own text and on the file's context (imports, constants,
+column-0 ``NAME = "string"`` lines, settings), so they are cached by exactly that, position-independent:
+while the user types, only the function being edited is parsed and analysed again, and a check after
+any sequence of edits equals a check from scratch (``tests/diagnostics/test_static_incremental.py``).
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
-import textwrap
+import re
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 from ...toolchain.errors import doc_url
 from ..model import Diagnostic, Fix, TextEdit
 from . import rules as rules_pkg
-from .rules import classic_on_new_sdk
+from . import source
 from .finding import Finding
 from .interp import Context, Event, Interpreter
-from .source import FunctionSpan, SourceInfo, _generation, analyse
+from .rules import classic_on_new_sdk
+from .source import SourceInfo, Unit, layout
 
 SOURCE = "nki-check"
 MAX_BYTES = 2 * 1024 * 1024  # as-you-type budget: kernel files are KBs; larger files get one info note
@@ -40,7 +48,12 @@ class Settings:
 
 @dataclass
 class FunctionContext(Context):
-    """Context of one function: adds source access for fixes."""
+    """Context of one function: adds source access for fixes.
+
+    ``text`` is the function's own source (``root``'s positions refer to it; a nested function's comes
+    after an ``if 1:`` line, so its columns are the file's), followed by the file's column-0
+    ``NAME = "string"`` lines (e.g. a task's ``TARGET = "trn3"``): the only module text a rule reads.
+    Everything else a rule knows about the file comes from ``aliases`` and ``constants``."""
 
     text: str = ""
     target: str = "trn1"
@@ -78,62 +91,38 @@ def _info(path: str, message: str, code: str = "sim_bad_input") -> Diagnostic:
 
 
 def check_text(path: str, text: str | bytes, settings: Settings | None = None) -> list[Diagnostic]:
-    """Static diagnostics of a kernel file's current text (saved or not)."""
+    """Static diagnostics of a kernel file's current text (saved or not); safe to call from several threads."""
     settings = settings or Settings()
-    raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
-    if len(raw) > MAX_BYTES:
-        return [_info(path, f"file is {len(raw)} bytes; as-you-type NKI checks skip files over {MAX_BYTES} bytes")]
-    if b"\x00" in raw:
+    if isinstance(text, str) and text.isascii():  # the usual case: no encoding round trip
+        size, binary, decoded = len(text), "\x00" in text, text
+    else:
+        raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+        size, binary = len(raw), b"\x00" in raw
+        decoded = raw.decode("utf-8", "replace") if size <= MAX_BYTES and not binary else ""
+    if size > MAX_BYTES:
+        return [_info(path, f"file is {size} bytes; as-you-type NKI checks skip files over {MAX_BYTES} bytes")]
+    if binary:
         return [_info(path, "binary file: no NKI checks")]
-    source = raw.decode("utf-8", "replace")
-    lines = source.split("\n")
+    found = layout(decoded)
+    info = found.info
+    if not info.generation:
+        return []
+    module_text = "\n".join(_MODULE_ASSIGN.findall("\n" + decoded))
+    results = _results_for(_context_key(info, settings) + (module_text,))
     out: list[Diagnostic] = []
     failed: list[str] = []
-    module = _parse_whole(source)
-    if module is not None:  # fast path: the file parses, one ast serves every function
-        info = module_info(module)
-        if not info.generation:
-            return []
-        functions = _functions_of(module)
-        inside: set[int] = set()
-        for fn_node, _ in functions:
-            first = min([fn_node.lineno] + [d.lineno for d in fn_node.decorator_list])
-            inside.update(range(first, (fn_node.end_lineno or first) + 1))
-        # rules may read module-level text (e.g. a task's TARGET): it is part of every function's key
-        module_text = "\n".join(line for n, line in enumerate(lines, 1) if n not in inside)
-        context_key = _context_key(info, settings) + (module_text,)
-        for fn_node, decorators in functions:
-            first = min([fn_node.lineno] + [d.lineno for d in fn_node.decorator_list])
-            body = "\n".join(lines[first - 1: fn_node.end_lineno])
-            key = (body, context_key)
-            cached = _CACHE.get(key)
-            if cached is None:
-                found = _run(path, lines, fn_node, decorators, source, 1, 0, info, settings, failed)
-                cached = [_shift(d, 1 - first) for d in found]
-                if not failed:
-                    _remember(key, cached)
-            out.extend(_shift(d, first - 1, path) for d in cached)
-    else:  # the user is typing: tree-sitter finds the intact functions
-        info = analyse(raw)
-        if not info.generation:
-            return []
-        inside = set()
-        for fn in info.functions:
-            if fn.top_level:
-                inside.update(range(fn.start_line, fn.end_line + 1))
-        module_text = "\n".join(line for n, line in enumerate(lines, 1) if n not in inside)
-        context_key = _context_key(info, settings) + (module_text, "partial")
-        for fn in info.functions:
-            if not fn.intact:
-                continue
-            key = ("\n".join(lines[fn.start_line - 1: fn.end_line]), context_key)
-            cached = _CACHE.get(key)
-            if cached is None:
-                found = _check_function(path, lines, fn, info, settings, failed)
-                cached = [_shift(d, 1 - fn.start_line) for d in found]
-                if not failed:
-                    _remember(key, cached)
-            out.extend(_shift(d, fn.start_line - 1, path) for d in cached)
+    for unit in found.units:
+        cached = results.get(unit.text)
+        if cached is None:
+            crashed: list[str] = []
+            cached = _check_unit(unit, info, settings, module_text, crashed)
+            if crashed:
+                failed.extend(crashed)
+            else:
+                _remember(results, unit.text, cached)
+        if cached:
+            out.extend(_shift(d, unit.start_line - 1, path) for d in cached)
+    lines = decoded.split("\n") if settings.sdk_generation else []
     for line, col, end_col, message in classic_on_new_sdk.check_lines(lines, settings.sdk_generation):
         out.append(Diagnostic(classic_on_new_sdk.CODE, "error", message, path, line, col, line, end_col, SOURCE,
                               doc_url(classic_on_new_sdk.CODE)))
@@ -144,16 +133,40 @@ def check_text(path: str, text: str | bytes, settings: Settings | None = None) -
 
 
 # Per-function results, position-independent (lines relative to the function's first line): while the
-# user types, only the function being edited is analysed again. Keyed by the exact function text and
-# everything else the analysis reads (imports, constants, settings).
-_CACHE: dict[tuple[str, tuple[Any, ...]], list[Diagnostic]] = {}
-_CACHE_MAX = 4096  # functions; a kernel file has tens, a workspace a few hundred
+# user types, only the function being edited is analysed again. Keyed by everything the analysis reads:
+# the context (imports, constants, settings, module-level assignments) and then the function's text.
+_RESULTS: dict[tuple[Any, ...], dict[str, list[Diagnostic]]] = {}  # in least-recently-used order
+_RESULTS_LOCK = threading.Lock()  # checks run in a thread pool
+_RESULTS_MAX = 2048  # functions per context; a kernel file has tens
+_CONTEXTS_MAX = 16  # contexts kept at once: open files x settings, and a few recent import/constant edits
+# column-0 `NAME = "text"` lines: the part of the file outside a function that a rule may read (a task's
+# TARGET = "trn3"); matched after a "\n" (a literal prefix scans ~10x faster than "^")
+_MODULE_ASSIGN = re.compile(r"\n([A-Za-z_]\w*[ \t]*=[ \t]*[rRbBuUfF]{0,2}[\"'][^\n]*)")
 
 
-def _remember(key: tuple[str, tuple[Any, ...]], value: list[Diagnostic]) -> None:
-    if len(_CACHE) >= _CACHE_MAX:
-        _CACHE.clear()
-    _CACHE[key] = value
+def clear_caches() -> None:
+    """Forget every cached parse and result (the next check is a cold one)."""
+    with _RESULTS_LOCK:
+        _RESULTS.clear()
+    source.clear_cache()
+
+
+def _results_for(context: tuple[Any, ...]) -> dict[str, list[Diagnostic]]:
+    """The results of one context, the least recently used context making room."""
+    with _RESULTS_LOCK:
+        results = _RESULTS.pop(context, None)
+        if results is None:
+            results = {}
+            while len(_RESULTS) >= _CONTEXTS_MAX:
+                del _RESULTS[next(iter(_RESULTS))]
+        _RESULTS[context] = results
+        return results
+
+
+def _remember(results: dict[str, list[Diagnostic]], key: str, value: list[Diagnostic]) -> None:
+    if len(results) >= _RESULTS_MAX:
+        results.clear()
+    results[key] = value
 
 
 def _context_key(info: SourceInfo, settings: Settings) -> tuple[Any, ...]:
@@ -171,74 +184,55 @@ def _shift(d: Diagnostic, delta: int, path: str | None = None) -> Diagnostic:
     return dataclasses.replace(d, path=path or d.path, line=d.line + delta, end_line=d.end_line + delta, fixes=fixes)
 
 
-def _check_function(path: str, lines: list[str], fn: FunctionSpan, info: SourceInfo, settings: Settings,
-                    failed: list[str]) -> list[Diagnostic]:
-    chunk = "\n".join(lines[fn.start_line - 1: fn.end_line])
-    if not any(alias in chunk for alias in info.aliases):
-        return []
-    dedented = textwrap.dedent(chunk)
-    indent = _indent_of(chunk, dedented)
-    try:
-        tree = ast.parse(dedented)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return []
-    node = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+def _check_unit(unit: Unit, info: SourceInfo, settings: Settings, module_text: str,
+                failed: list[str]) -> list[Diagnostic]:
+    """Diagnostics of one function, lines relative to its first line.
+
+    A column-0 function is parsed on its own; an indented one (a method, a nested function) inside an
+    ``if 1:`` line, so that its columns, and the indentation of multi-line fixes, are the file's."""
+    indented = unit.text[:1] in (" ", "\t", "\f")
+    parsed = "if 1:\n" + unit.text if indented else unit.text
+    node = unit.node
     if node is None:
-        return []
-    return _run(path, lines, node, fn.decorators, dedented, fn.start_line, indent, info, settings, failed)
+        module = source.parse(parsed)
+        body = module.body if module is not None else []
+        if indented:
+            body = body[0].body if body and isinstance(body[0], ast.If) else []
+        node = next((n for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+        if node is None:
+            return []
+    found = _run(node, parsed, info, settings, module_text, failed)
+    return [_shift(d, -1) for d in found] if indented else found
 
 
-def _run(path: str, lines: list[str], node: ast.FunctionDef | ast.AsyncFunctionDef, decorators: list[str], text: str,
-         start_line: int, indent: int, info: SourceInfo, settings: Settings, failed: list[str]) -> list[Diagnostic]:
+def _run(node: ast.FunctionDef | ast.AsyncFunctionDef, text: str, info: SourceInfo, settings: Settings,
+         module_text: str, failed: list[str]) -> list[Diagnostic]:
+    decorators = [dotted_name(d) for d in node.decorator_list]
     is_kernel = any(d.split(".")[-1] in KERNEL_DECORATORS for d in decorators)
+    # rules see the function's text (node positions refer to it), then the module-level assignments
     ctx = FunctionContext(aliases=info.aliases, constants=info.constants, generation=info.generation,
-                          is_kernel=is_kernel, text=text, target=settings.target, root=node,
+                          is_kernel=is_kernel, text=text + "\n" + module_text, target=settings.target, root=node,
                           param_shapes=dict(settings.input_shapes.get(node.name, {})))
-    if start_line == 1 and indent == 0:
-        ctx._lines = lines  # the whole file: share its lines instead of splitting it once per function
     findings: list[Finding] = []
 
     def emit(event: Event) -> None:
         for rule in _BY_KIND.get(event.kind, ()):
             try:
                 findings.extend(rule.check(event, ctx))
-            except Exception:  # a rule bug must not hide the other rules' findings
+            except Exception:  # noqa: BLE001 -- a rule bug must not hide the other rules' findings
                 failed.append(rule.__name__.rsplit(".", 1)[-1])
 
     try:
         Interpreter(ctx, emit).run(node)
     except RecursionError:
         return []
-    return [_place(path, lines, start_line, indent, f, ctx) for f in findings]
+    return [_place(ctx.lines, f) for f in findings]
 
 
 _BY_KIND: dict[str, list[Any]] = {}
 for _rule in rules_pkg.ALL:
     for _kind in _rule.KINDS:
         _BY_KIND.setdefault(_kind, []).append(_rule)
-
-
-def _parse_whole(source: str) -> ast.Module | None:
-    try:
-        return ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-
-
-def _functions_of(module: ast.Module) -> list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, list[str]]]:
-    """Every function (nested ones too) with its decorator names."""
-    out = []
-    stack: list[ast.AST] = [module]
-    while stack:
-        node = stack.pop()
-        for child in ast.iter_child_nodes(node) if not isinstance(node, ast.expr) else ():
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                out.append((child, [dotted_name(d) for d in child.decorator_list]))
-                stack.append(child)
-            elif isinstance(child, (ast.ClassDef, ast.If, ast.Try, ast.With)):
-                stack.append(child)
-    out.sort(key=lambda x: x[0].lineno)
-    return out
 
 
 def dotted_name(d: ast.expr) -> str:
@@ -254,58 +248,40 @@ def dotted_name(d: ast.expr) -> str:
 
 
 def module_info(module: ast.Module) -> SourceInfo:
-    """Imports and integer constants of a parsed module (the fast-path twin of ``source.analyse``)."""
+    """Imports and integer constants of a parsed module (the ``ast`` twin of ``source.analyse``)."""
     info = SourceInfo()
-    for node in module.body:
-        if isinstance(node, ast.Import):
-            for a in node.names:
-                if a.asname:
-                    info.aliases[a.asname] = a.name
-                else:
-                    info.aliases[a.name.split(".")[0]] = a.name.split(".")[0]
-                    info.aliases.setdefault(a.name, a.name)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            for a in node.names:
-                info.aliases[a.asname or a.name] = f"{node.module}.{a.name}"
-        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
-                and isinstance(node.value, ast.Constant) and type(node.value.value) is int:
-            info.constants[node.targets[0].id] = node.value.value
-    info.generation = _generation(info.aliases)
+    source.replay(source.module_ops(module.body), info)
+    info.generation = source._generation(info.aliases)
     return info
 
 
-def _indent_of(chunk: str, dedented: str) -> int:
-    first = next((line for line in chunk.split("\n") if line.strip()), "")
-    return len(first) - len(first.lstrip())
-
-
-def _column(lines: list[str], line: int, byte_col: int, indent: int) -> int:
-    """1-based character column of a byte offset in the dedented text."""
+def _column(lines: list[str], line: int, byte_col: int) -> int:
+    """1-based character column of a UTF-8 byte offset in a line."""
     text = lines[line - 1] if 0 < line <= len(lines) else ""
-    raw = text.encode("utf-8")
-    return len(raw[: byte_col + indent].decode("utf-8", "ignore")) + 1
+    if text.isascii():
+        return min(byte_col, len(text)) + 1
+    return len(text.encode("utf-8")[:byte_col].decode("utf-8", "ignore")) + 1
 
 
-def _span(lines: list[str], start_line: int, indent: int, node: ast.AST) -> tuple[int, int, int, int]:
-    first = getattr(node, "lineno", None) or 1
-    line = first + start_line - 1
-    end_line = (getattr(node, "end_lineno", None) or first) + start_line - 1
-    col = _column(lines, line, getattr(node, "col_offset", 0), indent)
-    end_col = _column(lines, end_line, getattr(node, "end_col_offset", 0) or 0, indent)
+def _span(lines: list[str], node: ast.AST) -> tuple[int, int, int, int]:
+    line = getattr(node, "lineno", None) or 1
+    end_line = getattr(node, "end_lineno", None) or line
+    col = _column(lines, line, getattr(node, "col_offset", 0))
+    end_col = _column(lines, end_line, getattr(node, "end_col_offset", 0) or 0)
     return line, col, end_line, end_col
 
 
-def _place(path: str, lines: list[str], start_line: int, indent: int, f: Finding, ctx: FunctionContext) -> Diagnostic:
-    line, col, end_line, end_col = _span(lines, start_line, indent, f.node)
+def _place(lines: list[str], f: Finding) -> Diagnostic:
+    """The finding as a diagnostic of the analysed text (``lines``); its path is set when it is emitted."""
+    line, col, end_line, end_col = _span(lines, f.node)
     fixes = []
     for nf in f.fixes:
         edits = []
         for node, new_text in nf.edits:
-            l1, c1, l2, c2 = _span(lines, start_line, indent, node)
-            edits.append(TextEdit(l1, c1, l2, c2, textwrap.indent(new_text, " " * indent).lstrip(" ")
-                                  if "\n" in new_text else new_text))
+            l1, c1, l2, c2 = _span(lines, node)
+            edits.append(TextEdit(l1, c1, l2, c2, new_text.lstrip(" ") if "\n" in new_text else new_text))
         fixes.append(Fix(nf.title, tuple(edits)))
-    return Diagnostic(f.code, f.severity, f.message, path, line, col, end_line, max(end_col, col + 1) if
+    return Diagnostic(f.code, f.severity, f.message, "", line, col, end_line, max(end_col, col + 1) if
                       end_line == line else end_col, SOURCE, doc_url(f.code), (), tuple(fixes))
 
 

@@ -56,7 +56,7 @@ def test_incremental_changes_and_versions():
 
 def test_settings_invalid_fields_fall_back():
     s, problems = parse({"nkiAgent": {"target": "trn2", "debounceMs": -1, "simulateOnSave": "no"}})
-    assert s.target == "trn2" and s.debounce_ms == 75 and s.simulate_on_save is True
+    assert s.target == "trn2" and s.debounce_ms == 20 and s.simulate_on_save is True
     assert len(problems) == 2
     assert parse(None) == (ServerSettings.model_validate({}), [])
     assert parse([1, 2])[1]

@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -99,8 +100,9 @@ def fixes_for(result: StaticResult, snap: Snapshot, settings: CheckSettings, ind
     return result.fixes[index]
 
 
-def run(kind: str, snap: Snapshot, task: TaskRef, settings: ServerSettings) -> RunResult:
-    """Simulate or verify the buffer of ``snap`` against ``task`` in the sandbox."""
+def run(kind: str, snap: Snapshot, task: TaskRef, settings: ServerSettings,
+        cancel: threading.Event | None = None) -> RunResult:
+    """Simulate or verify the buffer of ``snap`` against ``task`` in the sandbox (``cancel`` kills it)."""
     tmpdir = tempfile.mkdtemp(prefix="nki-agent-")
     try:
         kernel = os.path.join(tmpdir, os.path.basename(snap.path) or "kernel.py")
@@ -109,9 +111,9 @@ def run(kind: str, snap: Snapshot, task: TaskRef, settings: ServerSettings) -> R
         task_path = kernel if task.path == SELF else task.path
         target = None if settings.target == "auto" else settings.target
         if kind == "verify":
-            raw = api.verify(kernel, task_path, seeds=3, target=target, timeout=SIM_TIMEOUT)
+            raw = api.verify(kernel, task_path, seeds=3, target=target, timeout=SIM_TIMEOUT, cancel=cancel)
         else:
-            raw = api.simulate(kernel, task_path, target=target, timeout=SIM_TIMEOUT)
+            raw = api.simulate(kernel, task_path, target=target, timeout=SIM_TIMEOUT, cancel=cancel)
         source = VERIFY_SOURCE if kind == "verify" else SIM_SOURCE
         diags = tuple(_relocate(from_problem(p, source, snap.path), kernel, snap, task.path)
                       for p in api.problems_of(raw))

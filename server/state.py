@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -127,10 +128,12 @@ class ServerState:
     async def run(self, kind: str, snap: Snapshot, task: TaskRef) -> RunResult | None:
         """Simulate or verify ``snap`` in the sandbox; publish if still current."""
         loop = asyncio.get_running_loop()
+        stop = threading.Event()
         try:
-            result = await loop.run_in_executor(self.run_pool, analysis.run, kind, snap, task, self.settings)
+            result = await loop.run_in_executor(self.run_pool, analysis.run, kind, snap, task, self.settings, stop)
             self.stats.sim_runs += 1
         except asyncio.CancelledError:
+            stop.set()  # the sandboxed worker is killed, not left running for a result nobody wants
             return None
         except Exception:
             log.exception("%s failed for %s", kind, snap.uri)

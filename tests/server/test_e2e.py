@@ -255,3 +255,39 @@ async def test_settings_are_pulled_when_the_client_sends_no_options(bare_client:
         await asyncio.sleep(0.02)
     (warning,) = [m for m in bare_client.messages if "invalid settings" in m.message]
     assert "target" in warning.message and "modelBackend" in warning.message
+
+
+def _workers_of(pid: int) -> list[int]:
+    """Sandbox worker processes whose parent is ``pid`` (Linux /proc)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes()
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == pid and b"nki_agent.toolchain.worker" in cmd:
+            out.append(int(entry.name))
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+async def test_cancelling_verify_kills_the_sandboxed_worker(client: LanguageClient):
+    path = FIXTURES / "hostile" / "infinite_loop.py"
+    uri = open_doc(client, path)
+    res = await client.workspace_execute_command_async(T.ExecuteCommandParams("nki.verify", [uri]))
+    assert res["started"]
+    token = next(iter(client.progress_reports))
+    server_pid = client._server.pid  # type: ignore[attr-defined]
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 30
+    while not _workers_of(server_pid):  # the verification is running in its worker
+        assert loop.time() < deadline, "no worker started"
+        await asyncio.sleep(0.05)
+    client.window_work_done_progress_cancel(T.WorkDoneProgressCancelParams(token=token))
+    deadline = loop.time() + 30  # the worker's own limit is 60 s: gone before 30 s means it was killed
+    while _workers_of(server_pid):
+        assert loop.time() < deadline, "the worker survived the cancel"
+        await asyncio.sleep(0.05)

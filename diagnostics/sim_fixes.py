@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from ..toolchain import api
 from ..toolchain.errors import Problem
 from . import sim_fix_rules
+from .ast_edit import qual as _qual
 from .fixes import apply_edits
 from .migrate import migrate_to_new_api
 from .model import Diagnostic, Fix, TextEdit
@@ -197,13 +198,5 @@ def _function_around(module: ast.Module, line: int) -> ast.AST | None:
     return max(fns, key=lambda n: n.lineno) if fns else None
 
 
-def _qual(node: ast.AST, aliases: dict[str, str]) -> str | None:
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name) or node.id not in aliases:
-        return None
-    return ".".join([aliases[node.id]] + parts[::-1])
 
 

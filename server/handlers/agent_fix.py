@@ -17,7 +17,6 @@ import functools
 import logging
 import os
 import threading
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +29,7 @@ from ...agent.snapshot import Snapshot as AgentSnapshot
 from ...agent.trajectory import default_dir, mark_accepted
 from ..positions import LineIndex
 from ..tasks import SELF, TaskRef
-from .commands import FIX_KERNEL, uri_arg
+from .commands import FIX_KERNEL, progress_token, uri_arg
 
 if TYPE_CHECKING:
     from ..app import NkiLanguageServer
@@ -104,14 +103,7 @@ async def start(ls: Any, uri: str) -> dict[str, Any]:
         return {"started": False, "reason": str(e)}
     ev = threading.Event()
     _by_uri[uri] = ev  # claimed before any await: a second command for this document sees it
-    token: str | None = None
-    caps = ls.client_capabilities.window
-    if caps is not None and caps.work_done_progress:
-        token = str(uuid.uuid4())
-        try:
-            await ls.work_done_progress.create_async(token)
-        except Exception:  # noqa: BLE001 - the client refused: run without progress
-            token = None
+    token = await progress_token(ls)
     if token is not None:
         _by_token[token] = ev
     asyncio.ensure_future(_job(ls, snap, task, router, token, ev))

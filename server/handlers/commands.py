@@ -29,6 +29,19 @@ FIX_KERNEL = "nki.fixKernel"
 _jobs: dict[str, asyncio.Task[None]] = {}  # progress token -> running verification
 
 
+async def progress_token(ls: Any) -> str | None:
+    """A fresh ``window/workDoneProgress`` token, or None when the client has no progress support or refuses."""
+    caps = ls.client_capabilities.window
+    if caps is None or not caps.work_done_progress:
+        return None
+    token = str(uuid.uuid4())
+    try:
+        await ls.work_done_progress.create_async(token)
+    except Exception:  # noqa: BLE001 - the client refused: work without progress
+        return None
+    return token
+
+
 def uri_arg(args: tuple[Any, ...]) -> str | None:
     if not args:
         return None
@@ -93,14 +106,7 @@ def register(ls: NkiLanguageServer) -> None:
             return {"started": False, "reason": "no task"}
         if ls.state.settings.runner_url:
             ls.state.show_once("runner", "NKI Agent: remote runner not available yet; using the embedded simulator.")
-        token: str | None = None
-        caps = ls.client_capabilities.window
-        if caps is not None and caps.work_done_progress:
-            token = str(uuid.uuid4())
-            try:
-                await ls.work_done_progress.create_async(token)
-            except Exception:  # noqa: BLE001 - the client refused: verify without progress
-                token = None
+        token = await progress_token(ls)
         job = asyncio.ensure_future(_verify_job(ls, snap, task, token))
         if token is not None:
             _jobs[token] = job

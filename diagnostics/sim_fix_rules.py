@@ -125,7 +125,8 @@ def mask_bool_ops(module: ast.Module, text: str, line: int) -> list[Fix]:
                     op = " & " if isinstance(b.op, ast.And) else " | "
                     parts = [f"({_segment(text, v)})" if not _segment(text, v).startswith("(") else _segment(text, v)
                              for v in b.values]
-                    edits.append(TextEdit(*_span(text, b), "(" + op.join(parts) + ")"))
+                    # a BoolOp binds loosest: it is the whole mask or already in parentheses
+                    edits.append(TextEdit(*_span(text, b), op.join(parts)))
                     break
     if not edits:
         return []

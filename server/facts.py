@@ -12,7 +12,8 @@ from __future__ import annotations
 import ast
 import logging
 import re
-from dataclasses import dataclass, field
+import threading
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..diagnostics.static import KERNEL_DECORATORS
@@ -79,26 +80,44 @@ def kernels_of(module: ast.Module, lines: list[str]) -> list[tuple[ast.FunctionD
     return out
 
 
-def static_facts(text: str, target: str = "trn1", input_shapes: dict[str, dict[str, tuple[int, ...]]] | None = None) -> Facts:
-    """Facts of a buffer that parses as Python (otherwise empty, as-you-type text is often broken)."""
-    facts = Facts()
-    try:
-        module = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return facts
-    lines = text.split("\n")
-    try:
-        from ..diagnostics.static import module_info
-        from ..diagnostics.static.interp import Context, Interpreter
-        from ..diagnostics.static.values import TileV, known_int
-    except ImportError:  # the checker's internals moved: hover degrades to simulation facts
-        log.exception("static facts unavailable")
-        return facts
-    info = module_info(module)
-    kernels = kernels_of(module, lines)
-    facts.kernels = [k for _, k in kernels]
-    if not info.generation:
-        return facts
+# Per-function facts, position-independent (lines relative to the function's text): while the user types,
+# only the function being edited is analysed again. Keyed by everything the analysis reads: the context
+# (imports, constants, API generation, target, input shapes), then the function's text.
+@dataclass(frozen=True)
+class _Piece:
+    kernels: tuple[KernelFact, ...]
+    tensors: tuple[TensorFact, ...]
+    loops: tuple[LoopFact, ...]
+
+
+_PIECES: dict[tuple[Any, ...], dict[str, _Piece]] = {}  # in least-recently-used order
+_PIECES_LOCK = threading.Lock()  # facts are computed in a thread pool
+_PIECES_MAX = 2048  # functions per context; a kernel file has tens
+_CONTEXTS_MAX = 16  # contexts kept at once: open files x targets, and a few recent import/constant edits
+
+
+def clear_cache() -> None:
+    """Forget every cached per-function fact (the next computation is a cold one)."""
+    with _PIECES_LOCK:
+        _PIECES.clear()
+
+
+def _pieces_for(context: tuple[Any, ...]) -> dict[str, _Piece]:
+    with _PIECES_LOCK:
+        pieces = _PIECES.pop(context, None)
+        if pieces is None:
+            pieces = {}
+            while len(_PIECES) >= _CONTEXTS_MAX:
+                del _PIECES[next(iter(_PIECES))]
+        _PIECES[context] = pieces
+        return pieces
+
+
+def _record(node: ast.FunctionDef | ast.AsyncFunctionDef, kfact: KernelFact, lines: list[str], info: Any,
+            input_shapes: dict[str, dict[str, tuple[int, ...]]] | None, facts: Facts) -> bool:
+    """Run the abstract interpreter over one kernel, appending its tensors and loops; False if it crashed."""
+    from ..diagnostics.static.interp import Context, Interpreter
+    from ..diagnostics.static.values import TileV, known_int
 
     class Recorder(Interpreter):  # type: ignore[misc, valid-type]
         def bind(self, node: ast.expr, value: Any) -> None:
@@ -118,13 +137,94 @@ def static_facts(text: str, target: str = "trn1", input_shapes: dict[str, dict[s
                         facts.loops.append(LoopFact(end, _char_col(lines, end, s.iter.end_col_offset or 0), kind, len(r)))
             super().loop(s)
 
-    for node, kfact in kernels:
-        ctx = Context(aliases=info.aliases, constants=info.constants, generation=info.generation, is_kernel=True,
-                      param_shapes=dict((input_shapes or {}).get(kfact.name, {})))
+    ctx = Context(aliases=info.aliases, constants=info.constants, generation=info.generation, is_kernel=True,
+                  param_shapes=dict((input_shapes or {}).get(kfact.name, {})))
+    try:
+        Recorder(ctx, lambda e: None).run(node)
+    except Exception:  # a checker bug must not take hover down
+        log.exception("static facts failed for %s", kfact.name)
+        return False
+    return True
+
+
+def _unit_piece(text: str, info: Any, input_shapes: dict[str, dict[str, tuple[int, ...]]] | None,
+                node: ast.FunctionDef | ast.AsyncFunctionDef | None = None) -> tuple[_Piece, bool]:
+    """Facts of one function's text (lines relative to ``text``, after an ``if 1:`` line when indented),
+    and whether they may be cached (no kernel crashed). ``node``: the layout's parse of ``text``, if any."""
+    indented = text[:1] in (" ", "\t", "\f")
+    parsed = "if 1:\n" + text if indented else text
+    if node is not None and not indented:
+        module = ast.Module(body=[node], type_ignores=[])
+    else:
         try:
-            Recorder(ctx, lambda e: None).run(node)
-        except Exception:  # a checker bug must not take hover down
-            log.exception("static facts failed for %s", kfact.name)
+            module = ast.parse(parsed)
+        except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+            return _Piece((), (), ()), True
+    lines = parsed.split("\n")
+    kernels = kernels_of(module, lines)
+    facts = Facts(kernels=[k for _, k in kernels])
+    ok = True
+    if info.generation:
+        for fn, kfact in kernels:
+            ok = _record(fn, kfact, lines, info, input_shapes, facts) and ok
+    return _Piece(tuple(facts.kernels), tuple(facts.tensors), tuple(facts.loops)), ok
+
+
+def _shifted(piece: _Piece, delta: int, facts: Facts) -> None:
+    if delta == 0:
+        facts.kernels.extend(piece.kernels)
+        facts.tensors.extend(piece.tensors)
+        facts.loops.extend(piece.loops)
+        return
+    for k in piece.kernels:
+        facts.kernels.append(replace(k, line=k.line + delta,
+                                     params=tuple((n, line + delta, col) for n, line, col in k.params)))
+    facts.tensors.extend(replace(t, line=t.line + delta) for t in piece.tensors)
+    facts.loops.extend(replace(lp, line=lp.line + delta) for lp in piece.loops)
+
+
+def static_facts(text: str, target: str = "trn1", input_shapes: dict[str, dict[str, tuple[int, ...]]] | None = None) -> Facts:
+    """Facts of a buffer that parses as Python (otherwise empty, as-you-type text is often broken).
+
+    The file is cut into chunks by the checker's ``source.layout`` (each chunk parsed on its own, cached
+    by its text), and the facts of each outermost function are cached by its text and the file's context,
+    so after an edit only the edited function is analysed again; the result equals a from-scratch
+    computation (``tests/server/test_facts_incremental.py``). Kernels are found inside the functions the
+    layout sees (column-0 ones, and those in classes and ``if``/``try``/``with`` blocks), nested ones too."""
+    facts = Facts()
+    try:
+        from ..diagnostics.static import source
+        from ..diagnostics.static.interp import Context, Interpreter  # noqa: F401 -- fail early if moved
+        from ..diagnostics.static.values import TileV, known_int  # noqa: F401
+    except ImportError:  # the checker's internals moved: hover degrades to simulation facts
+        log.exception("static facts unavailable")
+        return facts
+    try:
+        found = source.layout(text)
+    except Exception:  # never raise on user text
+        log.exception("static facts: layout failed")
+        return facts
+    if not found.valid:
+        return facts
+    info = found.info
+    shapes = tuple(sorted((k, tuple(sorted(v.items()))) for k, v in (input_shapes or {}).items()))
+    pieces = _pieces_for((tuple(sorted(info.aliases.items())), tuple(sorted(info.constants.items())),
+                          info.generation, target, shapes))
+    end = 0  # last line of the last outermost function: the functions inside it were walked with it
+    for unit in found.units:
+        if unit.start_line <= end:
+            continue
+        end = unit.start_line + unit.text.count("\n")
+        piece = pieces.get(unit.text)
+        if piece is None:
+            piece, ok = _unit_piece(unit.text, info, input_shapes, unit.node)
+            if ok:
+                with _PIECES_LOCK:
+                    if len(pieces) >= _PIECES_MAX:
+                        pieces.clear()
+                    pieces[unit.text] = piece
+        indented = unit.text[:1] in (" ", "\t", "\f")
+        _shifted(piece, unit.start_line - 1 - (1 if indented else 0), facts)
     return facts
 
 

@@ -116,6 +116,25 @@ def char_range(lines: list[str], node: ast.AST) -> tuple[int, int]:
             offset(lines, getattr(node, "end_lineno", None) or line, getattr(node, "end_col_offset", None) or 0))
 
 
+def node_span(text: str, node: ast.AST) -> tuple[int, int, int, int]:
+    """The node's 1-based (line, column, end_line, end_column) in characters (``ast`` counts UTF-8 bytes)."""
+    lines = text.split("\n")
+
+    def col(line: int, byte_col: int) -> int:
+        return len(lines[line - 1].encode("utf-8")[:byte_col].decode("utf-8", "ignore")) + 1
+
+    line = getattr(node, "lineno", 1)
+    end = getattr(node, "end_lineno", None) or line
+    return line, col(line, getattr(node, "col_offset", 0)), end, col(end, getattr(node, "end_col_offset", 0) or 0)
+
+
+def function_at(module: ast.AST, line: int) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The innermost function whose lines include ``line``."""
+    fns = [n for n in ast.walk(module) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+           and n.lineno <= line <= (n.end_lineno or n.lineno)]
+    return max(fns, key=lambda n: n.lineno) if fns else None
+
+
 def segment(text: str, lines: list[str], node: ast.AST) -> str:
     """The node's source, on one line (a multi-line expression is parenthesised and joined)."""
     s, e = char_range(lines, node)

@@ -22,22 +22,11 @@ from __future__ import annotations
 import ast
 import re
 
+from .ast_edit import function_at, node_span
 from .model import Fix, TextEdit
 
 _CLASSIC_IMPORT = re.compile(r"^(\s*)(import|from)\s+neuronxcc\.(nki\S*)(.*)$")
 MAX_DEPTH = 4  # variable hops from a subscript back to its arange; real kernels need one or two
-
-
-def _span(text: str, node: ast.AST) -> tuple[int, int, int, int]:
-    """1-based (line, column, end_line, end_column) in characters of ``node``."""
-    lines = text.split("\n")
-
-    def col(line: int, byte_col: int) -> int:
-        return len(lines[line - 1].encode("utf-8")[:byte_col].decode("utf-8", "ignore")) + 1
-
-    line = getattr(node, "lineno", 1)
-    end = getattr(node, "end_lineno", None) or line
-    return line, col(line, getattr(node, "col_offset", 0)), end, col(end, getattr(node, "end_col_offset", 0) or 0)
 
 
 def _segment(text: str, node: ast.AST) -> str:
@@ -48,16 +37,7 @@ def _is_arange(node: ast.AST) -> bool:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "arange"
 
 
-def _function_at(module: ast.Module, line: int) -> ast.FunctionDef | None:
-    best = None
-    for n in ast.walk(module):
-        if isinstance(n, ast.FunctionDef) and n.lineno <= line <= (n.end_lineno or n.lineno):
-            if best is None or n.lineno > best.lineno:
-                best = n
-    return best
-
-
-def _assignments(fn: ast.FunctionDef) -> dict[str, list[ast.expr]]:
+def _assignments(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, list[ast.expr]]:
     out: dict[str, list[ast.expr]] = {}
     for n in ast.walk(fn):
         if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
@@ -84,7 +64,7 @@ def _subscripted(module: ast.Module) -> set[int]:
 
 
 def arange_through_names(module: ast.Module, text: str, line: int) -> list[Fix]:
-    fn = _function_at(module, line)
+    fn = function_at(module, line)
     if fn is None:
         return []
     assigns = _assignments(fn)
@@ -100,7 +80,7 @@ def arange_through_names(module: ast.Module, text: str, line: int) -> list[Fix]:
             for call in _aranges(elt, assigns):
                 if id(call) in indexed:
                     continue
-                span = _span(text, call)
+                span = node_span(text, call)
                 suffix = "[:, None]" if axis == 0 else "[None, :]"
                 edit = TextEdit(*span, _segment(text, call) + suffix)
                 if span in edits and edits[span].new_text != edit.new_text:
@@ -126,7 +106,7 @@ def mask_bool_ops(module: ast.Module, text: str, line: int) -> list[Fix]:
                     parts = [f"({_segment(text, v)})" if not _segment(text, v).startswith("(") else _segment(text, v)
                              for v in b.values]
                     # a BoolOp binds loosest: it is the whole mask or already in parentheses
-                    edits.append(TextEdit(*_span(text, b), op.join(parts)))
+                    edits.append(TextEdit(*node_span(text, b), op.join(parts)))
                     break
     if not edits:
         return []
@@ -172,7 +152,7 @@ def psum_fp32(module: ast.Module, text: str) -> list[Fix]:
             dtype = call.args[1]
         if isinstance(dtype, ast.Attribute) and dtype.attr in ("bfloat16", "float16", "float8_e4m3", "float8_e5m2",
                                                                 "tfloat32"):
-            edits.append(TextEdit(*_span(text, dtype), _segment(text, dtype.value) + ".float32"))
+            edits.append(TextEdit(*node_span(text, dtype), _segment(text, dtype.value) + ".float32"))
     if not edits:
         return []
     return [Fix("Accumulate in fp32 PSUM tiles", tuple(edits))]
@@ -236,7 +216,7 @@ def tile_constant(module: ast.Module, text: str, line: int | None = None) -> lis
                 elts = n.slice.elts if isinstance(n.slice, ast.Tuple) and n.slice.elts else [n.slice]
                 first = next((e for e in elts if isinstance(e, ast.Slice)), elts[0])  # x[b, rows, :]: rows
                 at_line.update(x.id for x in ast.walk(first) if isinstance(x, ast.Name))
-        fn = _function_at(module, line)
+        fn = function_at(module, line)
         assigns = _assignments(fn) if fn is not None else {}
         frontier = set(at_line)
         for _ in range(MAX_DEPTH):  # follow `rows = t * P + i_p` back to `P`
@@ -252,7 +232,7 @@ def tile_constant(module: ast.Module, text: str, line: int | None = None) -> lis
                 and n.value.value > PMAX and n.value.value % PMAX == 0 and n.targets[0].id in used_in_tiles):
             new = f"{nl}.tile_size.pmax" if nl else str(PMAX)
             fixes.append(Fix(f"Use {PMAX}-partition tiles ({n.targets[0].id} = {new})",
-                             (TextEdit(*_span(text, n.value), new),)))
+                             (TextEdit(*node_span(text, n.value), new),)))
     return fixes
 
 

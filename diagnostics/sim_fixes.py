@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from ..toolchain import api
 from ..toolchain.errors import Problem
 from . import sim_fix_rules
+from .ast_edit import function_at, node_span
 from .ast_edit import qual as _qual
 from .fixes import apply_edits
 from .migrate import migrate_to_new_api
@@ -131,16 +132,8 @@ def _codes(text: str, task_path: str | None, kernel_name: str | None, target: st
 
 
 # -- positions ------------------------------------------------------------------------------------------
-def _pos(text: str, lineno: int, byte_col: int) -> tuple[int, int]:
-    line = text.split("\n")[lineno - 1]
-    return lineno, len(line.encode("utf-8")[:byte_col].decode("utf-8", "ignore")) + 1
-
-
 def _edit(text: str, node: ast.AST, new_text: str) -> TextEdit:
-    line: int = getattr(node, "lineno", 1)
-    l1, c1 = _pos(text, line, getattr(node, "col_offset", 0))
-    l2, c2 = _pos(text, getattr(node, "end_lineno", None) or line, getattr(node, "end_col_offset", None) or 0)
-    return TextEdit(l1, c1, l2, c2, new_text)
+    return TextEdit(*node_span(text, node), new_text)
 
 
 def _stmt_on_line(module: ast.Module, line: int) -> list[ast.AST]:
@@ -175,7 +168,7 @@ def _psum_copy(module: ast.Module, text: str, line: int) -> list[Fix]:
     nl, nisa = alias_of(info.aliases, "nki.language"), alias_of(info.aliases, "nki.isa")
     if nl is None or nisa is None:
         return []
-    fn = _function_around(module, line)
+    fn = function_at(module, line)
     for stmt in _stmt_on_line(module, line):
         if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and stmt.lineno == line):
             continue
@@ -190,13 +183,3 @@ def _psum_copy(module: ast.Module, text: str, line: int) -> list[Fix]:
         if edits:
             return [Fix("Copy the PSUM tile to SBUF before the DMA", tuple(_edit(text, n, t) for n, t in edits))]
     return []
-
-
-def _function_around(module: ast.Module, line: int) -> ast.AST | None:
-    fns = [n for n in ast.walk(module) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-           and n.lineno <= line <= (n.end_lineno or n.lineno)]
-    return max(fns, key=lambda n: n.lineno) if fns else None
-
-
-
-

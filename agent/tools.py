@@ -97,6 +97,7 @@ class ToolBox:
         self.prefer = prefer_toolchain
         self.timeout = timeout
         self.isolate = isolate
+        self._real_sdk: bool | None = None
         self.diagnostics: list[Diagnostic] = []
         self.verified_code: str | None = None
         self.last_verify: dict[str, Any] | None = None
@@ -196,8 +197,10 @@ class ToolBox:
             self.diagnostics = diags
             return ToolOutcome(render("compile", "FAILED (static NKI checks)", diags, text), ran="compile",
                                diagnostics=diags)
-        sdk = detect() if self.prefer != EMBEDDED else None
-        if self.isolate and not (sdk and (sdk.neuronxcc or sdk.nki)):
+        if self._real_sdk is None:  # detected once per run: it scans the interpreter's search path
+            sdk = detect() if self.prefer != EMBEDDED else None
+            self._real_sdk = bool(sdk and (sdk.neuronxcc or sdk.nki))
+        if self.isolate and not self._real_sdk:
             # embedded toolchain: trace on the task's inputs in the confined sandbox (one seed, no verdict)
             raw = api.verify(self._write(text), self.task_path, seeds=1, target=self.target, timeout=self.timeout,
                              cancel=self.cancel, confine=True)

@@ -1,7 +1,10 @@
 """Benchmark: as-you-type static check of a 1,000-line kernel file (goal: median <= 30 ms).
 
-Run: ``.venv/bin/python benchmarks/static_check.py [--lines 1000] [--repeat 50]``. The file is built from
-the example kernels (both API generations), each copy renamed, until it has the requested length.
+Run: ``.venv/bin/python benchmarks/static_check.py [--lines 1000] [--repeat 60] [--no-helper]``. The file
+is built from the example kernels, each copy renamed, until it has the requested length. Two figures:
+the cold check of a file never seen before (nothing parsed or cached), and the check after a one-line
+edit (the as-you-type case). By default the cold check uses the helper process the language server
+starts (``diagnostics/static/parallel.py``: two cores); ``--no-helper`` measures one core alone.
 """
 
 from __future__ import annotations
@@ -34,10 +37,14 @@ def build_file(lines: int) -> str:
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lines", type=int, default=1000)
-    ap.add_argument("--repeat", type=int, default=50)
+    ap.add_argument("--repeat", type=int, default=60)
+    ap.add_argument("--no-helper", action="store_true", help="one core: no helper process for cold checks")
     args = ap.parse_args(argv)
-    from nki_agent.diagnostics.static import check_text, clear_caches
+    from nki_agent.diagnostics.static import check_text, clear_caches, parallel
 
+    helper = None if args.no_helper else parallel.enable()
+    if helper is not None and not helper.wait_ready(30):
+        print("helper process did not start; measuring one core")
     text = build_file(args.lines)
     check_text("bench.py", text)  # warm-up: parser construction, imports
     cold, typing = [], []
@@ -52,10 +59,13 @@ def main(argv: list[str]) -> int:
         check_text("bench.py", edited)
         typing.append(time.perf_counter() - t0)
     n = text.count(chr(10))
+    print(f"cold checks with {'two cores (helper process)' if parallel.active() else 'one core'}"
+          + (f"; the helper answered {helper.served} requests" if helper is not None else ""))
     for label, times in (("cold (first check of the file)", cold), ("after a one-line edit", typing)):
         times.sort()
         print(f"{n} lines, {label}: median {statistics.median(times) * 1e3:.1f} ms, "
               f"p90 {times[int(len(times) * 0.9)] * 1e3:.1f} ms, min {times[0] * 1e3:.1f} ms (goal: median <= 30 ms)")
+    parallel.disable()
     return 0
 
 

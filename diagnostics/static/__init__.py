@@ -3,9 +3,10 @@
 Pipeline: ``source.layout`` cuts the file into chunks at top-level definitions and finds its imports,
 constants and functions (``ast`` per chunk, tree-sitter for the intact functions of a chunk that does
 not parse); every function is parsed on its own and abstractly interpreted (``interp.py``); rules
-(``rules/``, one file each) turn the events into findings; this module places them in the file and
-converts them to the shared ``Diagnostic`` model. A rule that crashes costs one informational
-diagnostic, never the others.
+(``rules/``, one file each) turn the events into findings; ``analyse.py`` turns them into diagnostics
+of the function; this module owns the caches and places the diagnostics in the file. A rule that
+crashes costs one informational diagnostic, never the others. A cold check of a large file shares its
+work with a helper process when one is running (``parallel.py``; same result, two cores).
 
 A function's diagnostics depend only on its own text and on the file's context (imports, constants,
 column-0 ``NAME = "string"`` lines, settings), so they are cached by exactly that, position-independent:
@@ -15,76 +16,30 @@ any sequence of edits equals a check from scratch (``tests/diagnostics/test_stat
 
 from __future__ import annotations
 
-import ast
-import dataclasses
 import gc
 import re
 import threading
-from dataclasses import dataclass, field
 from typing import Any
 
 from ...toolchain.errors import doc_url
-from ..model import Diagnostic, Fix, TextEdit
-from . import rules as rules_pkg
-from . import source
-from .finding import Finding
-from .interp import Context, Event, Interpreter
+from ..model import Diagnostic
+from . import parallel, source
+from .analyse import (
+    KERNEL_DECORATORS,
+    SOURCE,
+    FunctionContext,
+    Settings,
+    check_unit,
+    dotted_name,
+    module_info,
+    shift,
+)
 from .rules import classic_on_new_sdk
-from .source import SourceInfo, Unit, layout
+from .source import SourceInfo, layout
 
-SOURCE = "nki-check"
+__all__ = ["KERNEL_DECORATORS", "SOURCE", "FunctionContext", "Settings", "check_text", "clear_caches", "dotted_name",
+           "module_info"]
 MAX_BYTES = 2 * 1024 * 1024  # as-you-type budget: kernel files are KBs; larger files get one info note
-KERNEL_DECORATORS = ("jit", "trace", "baremetal", "benchmark", "simulate_kernel", "nki_jit", "profile")
-
-
-@dataclass
-class Settings:
-    """What the user told us (target, and the API generation their SDK accepts)."""
-
-    target: str = "trn1"
-    sdk_generation: str = ""  # "new" when the installed SDK rejects classic kernels (NKI >= 0.4)
-    # kernel name -> parameter -> shape, e.g. from the task's get_inputs() (the "rank-aware" facts)
-    input_shapes: dict[str, dict[str, tuple[int, ...]]] = field(default_factory=dict)
-
-
-@dataclass
-class FunctionContext(Context):
-    """Context of one function: adds source access for fixes.
-
-    ``text`` is the function's own source (``root``'s positions refer to it; a nested function's comes
-    after an ``if 1:`` line, so its columns are the file's), followed by the file's column-0
-    ``NAME = "string"`` lines (e.g. a task's ``TARGET = "trn3"``): the only module text a rule reads.
-    Everything else a rule knows about the file comes from ``aliases`` and ``constants``."""
-
-    text: str = ""
-    target: str = "trn1"
-    root: ast.AST | None = None
-    _parents: dict[int, ast.AST] | None = None
-    _lines: list[str] | None = None
-
-    def segment(self, node: ast.AST) -> str | None:
-        return ast.get_source_segment(self.text, node)
-
-    @property
-    def lines(self) -> list[str]:
-        if self._lines is None:
-            self._lines = self.text.split("\n")
-        return self._lines
-
-    @property
-    def parents(self) -> dict[int, ast.AST]:
-        if self._parents is None:  # built on demand: only fixes need it, and it costs a full walk
-            self._parents = {}
-            for parent in ast.walk(self.root) if self.root is not None else ():
-                for child in ast.iter_child_nodes(parent):
-                    self._parents[id(child)] = parent
-        return self._parents
-
-    def statement_of(self, node: ast.AST) -> ast.stmt | None:
-        cur: ast.AST | None = node
-        while cur is not None and not isinstance(cur, ast.stmt):
-            cur = self.parents.get(id(cur))
-        return cur if isinstance(cur, ast.stmt) else None
 
 
 def _info(path: str, message: str, code: str = "sim_bad_input") -> Diagnostic:
@@ -118,11 +73,13 @@ def _check_text(path: str, text: str | bytes, settings: Settings | None = None) 
         return [_info(path, f"file is {size} bytes; as-you-type NKI checks skip files over {MAX_BYTES} bytes")]
     if binary:
         return [_info(path, "binary file: no NKI checks")]
+    module_text = "\n".join(_MODULE_ASSIGN.findall("\n" + decoded))
+    if size >= parallel.MIN_CHARS and parallel.active():
+        _warm_in_parallel(decoded, settings, module_text)
     found = layout(decoded)
     info = found.info
     if not info.generation:
         return []
-    module_text = "\n".join(_MODULE_ASSIGN.findall("\n" + decoded))
     results = _results_for(_context_key(info, settings) + (module_text,))
     out: list[Diagnostic] = []
     failed: list[str] = []
@@ -130,13 +87,13 @@ def _check_text(path: str, text: str | bytes, settings: Settings | None = None) 
         cached = results.get(unit.text)
         if cached is None:
             crashed: list[str] = []
-            cached = _check_unit(unit, info, settings, module_text, crashed)
+            cached = check_unit(unit, info, settings, module_text, crashed)
             if crashed:
                 failed.extend(crashed)
             else:
                 _remember(results, unit.text, cached)
         if cached:
-            out.extend(_shift(d, unit.start_line - 1, path) for d in cached)
+            out.extend(shift(d, unit.start_line - 1, path) for d in cached)
     lines = decoded.split("\n") if settings.sdk_generation else []
     for line, col, end_col, message in classic_on_new_sdk.check_lines(lines, settings.sdk_generation):
         out.append(Diagnostic(classic_on_new_sdk.CODE, "error", message, path, line, col, line, end_col, SOURCE,
@@ -190,114 +147,33 @@ def _context_key(info: SourceInfo, settings: Settings) -> tuple[Any, ...]:
             settings.target, settings.sdk_generation, shapes)
 
 
-def _shift(d: Diagnostic, delta: int, path: str | None = None) -> Diagnostic:
-    """The same diagnostic ``delta`` lines further down (edits of its fixes too)."""
-    if delta == 0 and (path is None or path == d.path):
-        return d
-    fixes = tuple(Fix(f.title, tuple(TextEdit(e.line + delta, e.column, e.end_line + delta, e.end_column, e.new_text)
-                                     for e in f.edits)) for f in d.fixes)
-    return dataclasses.replace(d, path=path or d.path, line=d.line + delta, end_line=d.end_line + delta, fixes=fixes)
-
-
-def _check_unit(unit: Unit, info: SourceInfo, settings: Settings, module_text: str,
-                failed: list[str]) -> list[Diagnostic]:
-    """Diagnostics of one function, lines relative to its first line.
-
-    A column-0 function is parsed on its own; an indented one (a method, a nested function) inside an
-    ``if 1:`` line, so that its columns, and the indentation of multi-line fixes, are the file's."""
-    indented = unit.text[:1] in (" ", "\t", "\f")
-    parsed = "if 1:\n" + unit.text if indented else unit.text
-    node = unit.node
-    if node is None:
-        module = source.parse(parsed)
-        body = module.body if module is not None else []
-        if indented:
-            body = body[0].body if body and isinstance(body[0], ast.If) else []
-        node = next((n for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
-        if node is None:
-            return []
-    found = _run(node, parsed, info, settings, module_text, failed)
-    return [_shift(d, -1) for d in found] if indented else found
-
-
-def _run(node: ast.FunctionDef | ast.AsyncFunctionDef, text: str, info: SourceInfo, settings: Settings,
-         module_text: str, failed: list[str]) -> list[Diagnostic]:
-    decorators = [dotted_name(d) for d in node.decorator_list]
-    is_kernel = any(d.split(".")[-1] in KERNEL_DECORATORS for d in decorators)
-    # rules see the function's text (node positions refer to it), then the module-level assignments
-    ctx = FunctionContext(aliases=info.aliases, constants=info.constants, generation=info.generation,
-                          is_kernel=is_kernel, text=text + "\n" + module_text, target=settings.target, root=node,
-                          param_shapes=dict(settings.input_shapes.get(node.name, {})))
-    findings: list[Finding] = []
-
-    def emit(event: Event) -> None:
-        for rule in _BY_KIND.get(event.kind, ()):
-            try:
-                findings.extend(rule.check(event, ctx))
-            except Exception:  # noqa: BLE001 -- a rule bug must not hide the other rules' findings
-                failed.append(rule.__name__.rsplit(".", 1)[-1])
-
+def _warm_in_parallel(text: str, settings: Settings, module_text: str) -> None:
+    """Let the helper process parse and analyse half of this check's new chunks (``parallel.py``)."""
+    if parallel.new_chars(text) < parallel.MIN_CHARS:
+        return  # the usual case while typing: one chunk changed
+    ops = parallel.guess_ops(text)
+    guess = parallel.info_of(ops)
+    if not guess.generation:
+        return
+    results = _results_for(_context_key(guess, settings) + (module_text,))
+    mine, theirs = parallel.split(text, results)
+    job = parallel.submit(theirs, ops, settings, module_text) if theirs else None
+    if job is None:
+        return  # helper busy or gone: the ordinary check does everything
     try:
-        Interpreter(ctx, emit).run(node)
-    except RecursionError:
-        return []
-    return [_place(ctx.lines, f) for f in findings]
+        _store(*parallel.warm(mine, ops, settings, module_text), results)
+    finally:
+        reply = job.result()
+    if reply is not None:
+        _store(*reply, results)
 
 
-_BY_KIND: dict[str, list[Any]] = {}
-for _rule in rules_pkg.ALL:
-    for _kind in _rule.KINDS:
-        _BY_KIND.setdefault(_kind, []).append(_rule)
-
-
-def dotted_name(d: ast.expr) -> str:
-    """``nki.jit`` for the decorator ``@nki.jit(...)`` (also used by the server's facts)."""
-    target = d.func if isinstance(d, ast.Call) else d
-    parts = []
-    while isinstance(target, ast.Attribute):
-        parts.append(target.attr)
-        target = target.value
-    if isinstance(target, ast.Name):
-        parts.append(target.id)
-    return ".".join(reversed(parts))
-
-
-def module_info(module: ast.Module) -> SourceInfo:
-    """Imports and integer constants of a parsed module (the ``ast`` twin of ``source.analyse``)."""
-    info = SourceInfo()
-    source.replay(source.module_ops(module.body), info)
-    info.generation = source._generation(info.aliases)
-    return info
-
-
-def _column(lines: list[str], line: int, byte_col: int) -> int:
-    """1-based character column of a UTF-8 byte offset in a line."""
-    text = lines[line - 1] if 0 < line <= len(lines) else ""
-    if text.isascii():
-        return min(byte_col, len(text)) + 1
-    return len(text.encode("utf-8")[:byte_col].decode("utf-8", "ignore")) + 1
-
-
-def _span(lines: list[str], node: ast.AST) -> tuple[int, int, int, int]:
-    line = getattr(node, "lineno", None) or 1
-    end_line = getattr(node, "end_lineno", None) or line
-    col = _column(lines, line, getattr(node, "col_offset", 0))
-    end_col = _column(lines, end_line, getattr(node, "end_col_offset", 0) or 0)
-    return line, col, end_line, end_col
-
-
-def _place(lines: list[str], f: Finding) -> Diagnostic:
-    """The finding as a diagnostic of the analysed text (``lines``); its path is set when it is emitted."""
-    line, col, end_line, end_col = _span(lines, f.node)
-    fixes = []
-    for nf in f.fixes:
-        edits = []
-        for node, new_text in nf.edits:
-            l1, c1, l2, c2 = _span(lines, node)
-            edits.append(TextEdit(l1, c1, l2, c2, new_text.lstrip(" ") if "\n" in new_text else new_text))
-        fixes.append(Fix(nf.title, tuple(edits)))
-    return Diagnostic(f.code, f.severity, f.message, "", line, col, end_line, max(end_col, col + 1) if
-                      end_line == line else end_col, SOURCE, doc_url(f.code), (), tuple(fixes))
+def _store(chunks: list[tuple[str, source.Chunk]], found: list[tuple[str, list[Diagnostic]]],
+           results: dict[str, list[Diagnostic]]) -> None:
+    for text, chunk in chunks:
+        source.remember_chunk(text, chunk)
+    for text, diags in found:
+        _remember(results, text, diags)
 
 
 def _dedupe(diags: list[Diagnostic]) -> list[Diagnostic]:

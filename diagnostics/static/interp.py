@@ -32,6 +32,11 @@ CLASSIC_ISA_TILE_RESULTS = {"nc_matmul", "nc_transpose", "activation", "activati
                             "bn_stats", "bn_aggr", "reciprocal", "scalar_tensor_tensor", "tensor_tensor_scan"}
 ALLOCATORS = {"ndarray", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like", "full_like", "rand"}
 LOOPS = {"affine_range", "sequential_range", "static_range", "range", "tile_range", "dynamic_range"}
+_API_PREFIXES = (("neuronxcc.nki.language.", "nl"), ("nki.language.", "nl"), ("neuronxcc.nki.isa.", "nisa"),
+                 ("nki.isa.", "nisa"), ("neuronxcc.nki.typing.", "nt"), ("nki.typing.", "nt"),
+                 ("neuronxcc.nki.", "nki"), ("nki.", "nki"))
+_API: dict[str, tuple[str, str] | None] = {}  # qualified name -> api(); a kernel file names ~100 distinct ones
+_API_MAX = 65536  # bound for hostile files that name endless distinct attributes
 MAX_STATEMENTS = 200_000  # bound on statements walked per function (a generated 50 MB file stays fast)
 
 
@@ -82,12 +87,16 @@ class Interpreter:
         """(namespace, name) for NKI APIs: namespace is 'nl', 'nisa', 'nki' or 'nt'."""
         if qual is None:
             return None
-        for prefix, ns in (("neuronxcc.nki.language.", "nl"), ("nki.language.", "nl"), ("neuronxcc.nki.isa.", "nisa"),
-                           ("nki.isa.", "nisa"), ("neuronxcc.nki.typing.", "nt"), ("nki.typing.", "nt"),
-                           ("neuronxcc.nki.", "nki"), ("nki.", "nki")):
-            if qual.startswith(prefix):
-                return ns, qual[len(prefix):]
-        return None
+        found = _API.get(qual, False)
+        if found is False:
+            found = None
+            for prefix, ns in _API_PREFIXES:
+                if qual.startswith(prefix):
+                    found = (ns, qual[len(prefix):])
+                    break
+            if len(_API) < _API_MAX:
+                _API[qual] = found
+        return found  # type: ignore[return-value]
 
     # -- entry -----------------------------------------------------------------------------------
     def run(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
@@ -226,57 +235,59 @@ class Interpreter:
             self.emit(Event("truth", test, {"value": value, "where": where}))
 
     def expr(self, e: ast.expr | None) -> Value:
+        # dispatch on the node's exact type: an isinstance chain costs a dozen calls per Call node
+        handler = _EXPR.get(type(e))
+        if handler is not None:
+            return handler(self, e)
         if e is None:
             return UNKNOWN
-        if isinstance(e, ast.Constant):
-            if isinstance(e.value, bool) or not isinstance(e.value, int):
-                return UNKNOWN
-            return IntV(e.value)
-        if isinstance(e, ast.Name):
-            if e.id in self.env:
-                return self.env[e.id]
-            if e.id in self.ctx.constants:
-                return IntV(self.ctx.constants[e.id])
-            return UNKNOWN
-        if isinstance(e, ast.Attribute):
-            return self.attribute(e)
-        if isinstance(e, ast.BinOp):
-            return self.binop(e)
-        if isinstance(e, ast.UnaryOp):
-            v = self.expr(e.operand)
-            if isinstance(e.op, ast.Not) and (isinstance(v, IndexV) or (isinstance(v, TileV) and v.certain)):
-                self.emit(Event("truth", e, {"value": v, "where": "not"}))
-            if isinstance(e.op, ast.USub) and known_int(v) is not None:
-                return IntV(-known_int(v))  # type: ignore[operator]
-            return IntV(None) if isinstance(v, IntV) else UNKNOWN
-        if isinstance(e, ast.BoolOp):
-            for operand in e.values:
-                v = self.expr(operand)
-                if isinstance(v, IndexV) or (isinstance(v, TileV) and v.certain):
-                    self.emit(Event("truth", e, {"value": v, "where": "and" if isinstance(e.op, ast.And) else "or",
-                                                  "operand": operand}))
-            return UNKNOWN
-        if isinstance(e, ast.Compare):
-            vals = [self.expr(e.left)] + [self.expr(c) for c in e.comparators]
-            if any(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in e.ops) or any(
-                    isinstance(c, ast.Constant) and c.value is None for c in [e.left] + e.comparators):
-                return UNKNOWN  # identity / None / membership tests are compile-time Python
-            if any(isinstance(v, IndexV) for v in vals):
-                return IndexV(None, e)  # a mask
-            return TileV(None, None, "sbuf", e) if any(isinstance(v, TileV) and v.certain for v in vals) else UNKNOWN
-        if isinstance(e, (ast.Tuple, ast.List)):
-            return TupleV(tuple(self.expr(x) for x in e.elts))
-        if isinstance(e, ast.Subscript):
-            return self.subscript(e)
-        if isinstance(e, ast.Call):
-            return self.call(e)
-        if isinstance(e, ast.IfExp):
-            self.truth(e.test, "ifexp")
-            return join(self.expr(e.body), self.expr(e.orelse))
         for child in ast.iter_child_nodes(e):
             if isinstance(child, ast.expr):
                 self.expr(child)
         return UNKNOWN
+
+    def constant(self, e: ast.Constant) -> Value:
+        value = e.value
+        return IntV(value) if type(value) is int else UNKNOWN  # bool is not an int here
+
+    def name(self, e: ast.Name) -> Value:
+        value = self.env.get(e.id)
+        if value is not None:
+            return value
+        const = self.ctx.constants.get(e.id)
+        return UNKNOWN if const is None else IntV(const)
+
+    def unaryop(self, e: ast.UnaryOp) -> Value:
+        v = self.expr(e.operand)
+        if isinstance(e.op, ast.Not) and (isinstance(v, IndexV) or (isinstance(v, TileV) and v.certain)):
+            self.emit(Event("truth", e, {"value": v, "where": "not"}))
+        if isinstance(e.op, ast.USub) and known_int(v) is not None:
+            return IntV(-known_int(v))  # type: ignore[operator]
+        return IntV(None) if isinstance(v, IntV) else UNKNOWN
+
+    def boolop(self, e: ast.BoolOp) -> Value:
+        for operand in e.values:
+            v = self.expr(operand)
+            if isinstance(v, IndexV) or (isinstance(v, TileV) and v.certain):
+                self.emit(Event("truth", e, {"value": v, "where": "and" if isinstance(e.op, ast.And) else "or",
+                                              "operand": operand}))
+        return UNKNOWN
+
+    def compare(self, e: ast.Compare) -> Value:
+        vals = [self.expr(e.left)] + [self.expr(c) for c in e.comparators]
+        if any(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in e.ops) or any(
+                isinstance(c, ast.Constant) and c.value is None for c in [e.left] + e.comparators):
+            return UNKNOWN  # identity / None / membership tests are compile-time Python
+        if any(isinstance(v, IndexV) for v in vals):
+            return IndexV(None, e)  # a mask
+        return TileV(None, None, "sbuf", e) if any(isinstance(v, TileV) and v.certain for v in vals) else UNKNOWN
+
+    def sequence(self, e: ast.Tuple | ast.List) -> Value:
+        return TupleV(tuple([self.expr(x) for x in e.elts]))
+
+    def ifexp(self, e: ast.IfExp) -> Value:
+        self.truth(e.test, "ifexp")
+        return join(self.expr(e.body), self.expr(e.orelse))
 
     def attribute(self, e: ast.Attribute) -> Value:
         q = self.api(self.qualname(e))
@@ -448,3 +459,10 @@ class Interpreter:
                     if q == ("nl", "par_dim"):
                         return k
         return None
+
+
+_EXPR: dict[type, Callable[[Interpreter, Any], Value]] = {
+    ast.Constant: Interpreter.constant, ast.Name: Interpreter.name, ast.Attribute: Interpreter.attribute,
+    ast.BinOp: Interpreter.binop, ast.UnaryOp: Interpreter.unaryop, ast.BoolOp: Interpreter.boolop,
+    ast.Compare: Interpreter.compare, ast.Tuple: Interpreter.sequence, ast.List: Interpreter.sequence,
+    ast.Subscript: Interpreter.subscript, ast.Call: Interpreter.call, ast.IfExp: Interpreter.ifexp}

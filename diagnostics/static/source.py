@@ -81,7 +81,7 @@ def replay(ops: list[Op] | tuple[Op, ...], info: SourceInfo) -> None:
             info.aliases.setdefault(name, value)  # type: ignore[arg-type]
 
 
-def _generation(aliases: dict[str, str]) -> str:
+def generation_of(aliases: dict[str, str]) -> str:
     quals = set(aliases.values())
     classic = any(q == CLASSIC_ROOT or q.startswith(CLASSIC_ROOT + ".") for q in quals)
     new = any(q == NEW_ROOT or q.startswith(NEW_ROOT + ".") for q in quals)
@@ -217,7 +217,7 @@ def _analyse(source: bytes) -> tuple[SourceInfo, list[Op]]:
             _constant(node, ops)
     _functions(tree.root_node, info, True)
     replay(ops, info)
-    info.generation = _generation(info.aliases)
+    info.generation = generation_of(info.aliases)
     return info, ops
 
 
@@ -302,7 +302,7 @@ def _remember(cache: dict[str, Chunk], text: str, chunk: Chunk) -> None:
         cache[text] = chunk
 
 
-def _chunk(text: str) -> tuple[Chunk, dict[int, FunctionNode]]:
+def parse_chunk(text: str) -> tuple[Chunk, dict[int, FunctionNode]]:
     """``ast`` facts of one chunk (cached by its text); the fresh parse's nodes when it was parsed now."""
     cached = _chunks.get(text)
     if cached is not None:
@@ -348,7 +348,7 @@ def layout(source: str) -> Layout:
     while k < len(pieces):
         text = pieces[k]
         k += 1
-        chunk, nodes = _chunk(text)
+        chunk, nodes = parse_chunk(text)
         if not chunk.ok and chunk.open_quote and k < len(pieces):
             quote, joined = chunk.open_quote, [text]
             while quote and k < len(pieces):  # the next cuts are inside the string: not code
@@ -356,9 +356,9 @@ def layout(source: str) -> Layout:
                 joined.append(pieces[k])
                 k += 1
             text = "".join(joined)
-            chunk, nodes = _chunk(text)
+            chunk, nodes = parse_chunk(text)
         if not chunk.ok and k < len(pieces):
-            merged, merged_nodes = _chunk(text + pieces[k])  # e.g. a multi-line decorator cut from its def
+            merged, merged_nodes = parse_chunk(text + pieces[k])  # e.g. a multi-line decorator cut from its def
             if merged.ok:
                 text += pieces[k]
                 k += 1
@@ -382,13 +382,30 @@ def layout(source: str) -> Layout:
         if not chunk.ok:
             chunk = _broken_chunk(text)
         replay(chunk.ops, info)
-        for first, a, b in chunk.functions:
-            node = nodes.get(first)
-            if node is not None and first != 1:
-                ast.increment_lineno(node, 1 - first)  # positions relative to the function's first line
-            units.append(Unit(text[a:b], start + first - 1, node))
-    info.generation = _generation(info.aliases)
+        units.extend(units_of(text, chunk, nodes, start))
+    info.generation = generation_of(info.aliases)
     return Layout(info, units, valid)
+
+
+def units_of(text: str, chunk: Chunk, nodes: dict[int, FunctionNode], start: int = 1) -> list[Unit]:
+    """The functions of one chunk (``text``, whose first line is the file's line ``start``) as units."""
+    units = []
+    for first, a, b in chunk.functions:
+        node = nodes.get(first)
+        if node is not None and first != 1:
+            ast.increment_lineno(node, 1 - first)  # positions relative to the function's first line
+        units.append(Unit(text[a:b], start + first - 1, node))
+    return units
+
+
+def remember_chunk(text: str, chunk: Chunk) -> None:
+    """Cache the facts of a chunk parsed elsewhere (by the helper process of ``parallel.py``)."""
+    if text not in _chunks:
+        _remember(_chunks, text, chunk)
+
+
+def cached_chunk(text: str) -> Chunk | None:
+    return _chunks.get(text)
 
 
 # -- strings: where a chunk that does not parse ends ---------------------------------------------------

@@ -3,6 +3,9 @@
 Everything is "known or unknown": an int is a number or ``None``; a tile has a shape whose dims are
 numbers or ``None``, a buffer (``hbm``/``sbuf``/``psum``) or ``None``. Rules report only on known facts,
 which is what keeps valid kernels free of squiggles.
+
+Values are never mutated once built. They are slotted, hashable dataclasses rather than frozen ones:
+a frozen dataclass pays an ``object.__setattr__`` call per field, and a cold check builds thousands.
 """
 
 from __future__ import annotations
@@ -12,19 +15,19 @@ from dataclasses import dataclass, field
 from typing import Union
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True, unsafe_hash=True)
 class IntV:
     value: int | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True, unsafe_hash=True)
 class ShapeV:
     """The ``.shape`` tuple of a tile (dims may be unknown)."""
 
     dims: tuple[int | None, ...] | None
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True, unsafe_hash=True)
 class TileV:
     """A tensor: kernel parameter (HBM), an allocation, an op result, or a view of one of these."""
 
@@ -37,7 +40,7 @@ class TileV:
     certain: bool = True  # False for kernel parameters not declared as tensors (they may be scalars/None/config)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True, unsafe_hash=True)
 class IndexV:
     """An ``nl.arange``/``nl.mgrid`` index expression; ``ndim`` of its array."""
 
@@ -45,23 +48,23 @@ class IndexV:
     origin: ast.AST | None = field(default=None, compare=False)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True, unsafe_hash=True)
 class BufferV:
     kind: str  # hbm | sbuf | psum
     shared: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True, unsafe_hash=True)
 class DtypeV:
     name: str
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True, unsafe_hash=True)
 class TupleV:
     items: tuple["Value", ...]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True, unsafe_hash=True)
 class UnknownV:
     pass
 

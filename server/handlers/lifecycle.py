@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types as T
 
+from ...diagnostics.static import parallel
 from ..documents import uri_to_path
 from ..settings import SECTION, ServerSettings, parse
 
@@ -72,6 +73,7 @@ def register(ls: NkiLanguageServer) -> None:
 
     @ls.feature(T.INITIALIZED)
     async def initialized(ls: NkiLanguageServer, params: T.InitializedParams) -> None:
+        parallel.enable()  # the helper process for cold checks of large files starts in the background
         problems = _pending_problems.pop(id(ls), None)
         if problems:
             ls.window_show_message(T.ShowMessageParams(
@@ -97,6 +99,7 @@ def register(ls: NkiLanguageServer) -> None:
         from . import agent_fix
 
         agent_fix.cancel_all()
+        parallel.disable()
         for st in ls.state.docs.values():
             if st.pending is not None:
                 st.pending.cancel()

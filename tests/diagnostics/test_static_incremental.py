@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from nki_agent.diagnostics import static
+from nki_agent.diagnostics.static import analyse
 from nki_agent.diagnostics.static import Settings, check_text, clear_caches, source
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -122,8 +123,8 @@ def test_an_edit_reanalyses_only_the_edited_function(monkeypatch: pytest.MonkeyP
     before = check_text("k.py", text)
     assert len(before) == 5
     analysed: list[str] = []
-    run = static._run
-    monkeypatch.setattr(static, "_run", lambda node, *a: analysed.append(node.name) or run(node, *a))
+    run = analyse.run
+    monkeypatch.setattr(analyse, "run", lambda node, *a: analysed.append(node.name) or run(node, *a))
     edited = text.replace("def kernel2(a):\n", "def kernel2(a):\n    x = 1\n")
     after = check_text("k.py", edited)
     assert analysed == ["kernel2"] and len(after) == 5

@@ -257,8 +257,8 @@ async def test_settings_are_pulled_when_the_client_sends_no_options(bare_client:
     assert "target" in warning.message and "modelBackend" in warning.message
 
 
-def _workers_of(pid: int) -> list[int]:
-    """Sandbox worker processes whose parent is ``pid`` (Linux /proc)."""
+def _workers_of(pid: int, marker: bytes = b"nki_agent.toolchain.worker") -> list[int]:
+    """Child processes of ``pid`` whose command line holds ``marker`` (Linux /proc): sandbox workers."""
     out = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -268,7 +268,7 @@ def _workers_of(pid: int) -> list[int]:
             ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
         except (OSError, ValueError, IndexError):
             continue
-        if ppid == pid and b"nki_agent.toolchain.worker" in cmd:
+        if ppid == pid and marker in cmd:
             out.append(int(entry.name))
     return out
 
@@ -291,3 +291,23 @@ async def test_cancelling_verify_kills_the_sandboxed_worker(client: LanguageClie
     while _workers_of(server_pid):
         assert loop.time() < deadline, "the worker survived the cancel"
         await asyncio.sleep(0.05)
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+async def test_a_large_file_is_checked_with_the_helper_process(client: LanguageClient, tmp_path: Path):
+    from nki_agent.diagnostics.static import check_text
+
+    head, kernel = BAD.split("\n\n\n", 1)
+    text = head + "\n\n\n" + "\n\n".join(kernel.replace("def kernel", f"def kernel{k}") for k in range(60))
+    server_pid = client._server.pid  # type: ignore[attr-defined]
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 60
+    while not _workers_of(server_pid, b"static.parallel import serve"):  # started once initialized
+        assert loop.time() < deadline, "the server started no check helper"
+        await asyncio.sleep(0.05)
+    uri = open_doc(client, tmp_path / "big.py", text)
+    pub = await wait_publish(client, uri, 1)
+    expected = check_text("big.py", text)
+    assert len(expected) == 60
+    assert sorted((d.range.start.line + 1, str(d.code)) for d in pub.diagnostics) == \
+        sorted((d.line, d.code) for d in expected)

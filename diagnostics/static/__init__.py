@@ -81,6 +81,8 @@ def _check_text(path: str, text: str | bytes, settings: Settings | None = None) 
     if not info.generation:
         return []
     results = _results_for(_context_key(info, settings) + (module_text,))
+    if size >= parallel.MIN_CHARS and parallel.active():
+        _analyse_in_parallel(found.units, info, settings, module_text, results)
     out: list[Diagnostic] = []
     failed: list[str] = []
     for unit in found.units:
@@ -166,6 +168,28 @@ def _warm_in_parallel(text: str, settings: Settings, module_text: str) -> None:
         reply = job.result()
     if reply is not None:
         _store(*reply, results)
+
+
+def _analyse_in_parallel(units: list[source.Unit], info: SourceInfo, settings: Settings, module_text: str,
+                         results: dict[str, list[Diagnostic]]) -> None:
+    """Share the analysis of many functions with the helper (after an import edit changed the context)."""
+    todo = {u.text: u for u in units if u.text not in results and u.text[:1] not in (" ", "\t", "\f")}
+    if sum(map(len, todo)) < parallel.MIN_CHARS:
+        return
+    mine, theirs = parallel.halve(list(todo))
+    job = parallel.submit(theirs, parallel.ops_of(info), settings, module_text)
+    if job is None:
+        return
+    try:
+        for text in mine:
+            failed: list[str] = []
+            found = check_unit(todo[text], info, settings, module_text, failed)
+            if not failed:
+                _remember(results, text, found)
+    finally:
+        reply = job.result()
+    if reply is not None:
+        _store([], reply[1], results)  # the helper's chunk facts are of function texts, not the file's chunks
 
 
 def _store(chunks: list[tuple[str, source.Chunk]], found: list[tuple[str, list[Diagnostic]]],

@@ -5,7 +5,8 @@ so a check that finds everything cached costs a couple of milliseconds. When muc
 first check of a file, or an import edit that changes every function's context), ``split`` picks the
 chunks that need work and halves them by size; the helper process parses and analyses the second half
 while this process does the first (``warm``: the same code on both sides), and the helper's chunk facts
-and results are put into this process's caches. Then the ordinary check runs and finds them there: it
+and results are put into this process's caches. A context change (an import edit) that leaves many
+cached chunks' functions to analyse again is shared the same way, under the real context. Then the ordinary check runs and finds them there: it
 still decides everything (layout, context, merges of chunks that do not parse alone), so the result is
 exactly a sequential check's (``tests/diagnostics/test_static_parallel.py``).
 
@@ -85,12 +86,22 @@ def split(text: str, cached_results: dict[str, list[Diagnostic]]) -> tuple[list[
         known = source.cached_chunk(piece)
         if known is None or (known.ok and any(piece[s:e] not in cached_results for _, s, e in known.functions)):
             todo.append(piece)
-    total, acc = sum(map(len, todo)), 0
-    for k, piece in enumerate(todo):
-        acc += len(piece)
+    return halve(todo)
+
+
+def halve(texts: list[str]) -> tuple[list[str], list[str]]:
+    """``texts`` cut in two, in order, the first part holding about half of the characters."""
+    total, acc = sum(map(len, texts)), 0
+    for k, text in enumerate(texts):
+        acc += len(text)
         if acc * 2 >= total:
-            return todo[:k + 1], todo[k + 1:]
-    return todo, []
+            return texts[:k + 1], texts[k + 1:]
+    return texts, []
+
+
+def ops_of(info: SourceInfo) -> list[Op]:
+    """Ops that rebuild ``info``'s aliases and constants, in the same order (``info_of(ops_of(i))``)."""
+    return [("set", k, v) for k, v in info.aliases.items()] + [("const", k, v) for k, v in info.constants.items()]
 
 
 def warm(pieces: list[str], ops: list[Op], settings: analyse.Settings, module_text: str) -> Warmed:

@@ -75,7 +75,7 @@ def test_a_cold_check_with_the_helper_equals_one_without(helper: parallel.Helper
     assert any(d.severity == "error" for d in expected), "the file must have findings to compare"
     served = helper.served
     assert check_text("k.py", text) == expected
-    assert helper.served == served + 1, "the helper did not take part in the check"
+    assert helper.served > served, "the helper did not take part in the check"
     assert check_text("k.py", text) == expected  # and the caches it warmed hold up
 
 
@@ -141,3 +141,15 @@ def test_guessed_context_matches_the_real_one_for_every_example() -> None:
         real = source.layout(text).info
         assert (guess.aliases, guess.constants, guess.generation) == \
             (real.aliases, real.constants, real.generation), path.name
+
+
+def test_an_import_edit_shares_the_reanalysis_with_the_helper(helper: parallel.Helper) -> None:
+    text = big_file()
+    check_text("k.py", text)  # every chunk and function known
+    edited = text.replace("import numpy as np\n", "import numpy as np\nimport math as m2\n", 1)
+    assert edited != text
+    expected = sequential(edited)
+    check_text("k.py", text)
+    served = helper.served
+    assert check_text("k.py", edited) == expected
+    assert helper.served == served + 1, "the re-analysis under the new context did not use the helper"

@@ -216,7 +216,7 @@ def enable() -> Helper | None:
             _starts += 1
             try:
                 _helper = Helper()
-            except OSError:
+            except (OSError, ValueError):  # no processes here, or no fd passing (not POSIX): one core it is
                 _helper = None
         return _helper
 

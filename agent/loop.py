@@ -144,7 +144,8 @@ def run_agent(snapshot: Snapshot, path: str, task_path: str, router: Router | Mo
             return finish("already_correct", "the kernel already verifies")
         if cancel.is_set():
             return finish("cancelled", "cancelled")
-        desc = api.describe_task(tools.task_path, isolate=cfg.isolate, timeout=DESCRIBE_TIMEOUT)
+        desc = api.describe_task(tools.task_path, isolate=cfg.isolate, timeout=DESCRIBE_TIMEOUT,
+                                 search_path=tools.search_path)
         generation = "classic" if re.search(r"^\s*(from|import) neuronxcc", snapshot.text, re.MULTILINE) else "new"
         system = prompts.system_prompt(desc, generation, cfg.target, cfg.seeds, cfg.max_turns)
         user = prompts.task_message(path, snapshot.text, first.content)

@@ -4,8 +4,11 @@ A ``ToolBox`` holds the candidate kernel text. ``compile`` and ``verify`` accept
 (``code``) or exact-text replacements (``edits``: the paper's "local repair"), refuse candidates that
 reach for the task or the verifier (``integrity``), run the static checks, then the active toolchain
 (the real Neuron SDK when installed, else the embedded simulator) on a private temporary copy: the
-user's files are never written. The task is the user's file, fixed for the run; when the kernel file
-is its own task, the *original* text serves as the task so the model cannot edit the reference.
+user's files are never written. The user's kernel folder comes after the copy's on the import path
+(``search_path``), so sibling helper modules import while the copy shadows the user's file of the
+same name; that folder is only read (no bytecode is written there). The task is the user's file,
+fixed for the run; when the kernel file is its own task, the *original* text serves as the task so
+the model cannot edit the reference, and confined runs may not open the user's original either.
 Results are text for the model (decoded diagnosis, "fix only what the error names") plus structured
 facts for the loop (diagnostics, verdict).
 """
@@ -22,7 +25,7 @@ from typing import Any, Protocol
 
 from ..diagnostics import catalog
 from ..diagnostics.api_reference import API
-from ..diagnostics.compiler import EMBEDDED, compile_kernel, detect
+from ..diagnostics.compiler import EMBEDDED, CompileResult, compile_kernel, detect
 from ..diagnostics.model import Diagnostic, from_problem
 from ..diagnostics.static import Settings as CheckSettings
 from ..diagnostics.static import check_text
@@ -113,6 +116,9 @@ class ToolBox:
             self.task_path = task_path
             self._user_task = task_path
         self.task_digest = _digest(self.task_path)
+        self.search_path = user_folder(path)
+        # files a confined candidate may not open besides the task: the user's original when it is the task
+        self.protect: tuple[str, ...] = (os.path.abspath(path),) if self_task else ()
 
     def close(self) -> None:
         shutil.rmtree(self._dir, ignore_errors=True)
@@ -195,7 +201,7 @@ class ToolBox:
         diags = self.static(text)
         if any(d.severity == "error" for d in diags):
             self.diagnostics = diags
-            return ToolOutcome(render("compile", "FAILED (static NKI checks)", diags, text), ran="compile",
+            return ToolOutcome(render("compile", "FAILED (static NKI checks)", diags, text, self.path), ran="compile",
                                diagnostics=diags)
         if self._real_sdk is None:  # detected once per run: it scans the interpreter's search path
             sdk = detect() if self.prefer != EMBEDDED else None
@@ -203,30 +209,31 @@ class ToolBox:
         if self.isolate and not self._real_sdk:
             # embedded toolchain: trace on the task's inputs in the confined sandbox (one seed, no verdict)
             raw = api.verify(self._write(text), self.task_path, seeds=1, target=self.target, timeout=self.timeout,
-                             cancel=self.cancel, confine=True)
+                             cancel=self.cancel, confine=True, search_path=self.search_path, protect=self.protect)
             found = [self._relocate(from_problem(p, "nki-sim", self.path)) for p in api.problems_of(raw)]
             found += [d for d in diags if d.severity == "warning"]
             self.diagnostics = found
             ok = bool(raw.get("compiled")) and not any(d.severity == "error" for d in found)
             head = f"{'OK' if ok else 'FAILED'} (toolchain: embedded NKI simulator, traced on the task's inputs)"
-            return ToolOutcome(render("compile", head, found, text), ran="compile", diagnostics=found, raw=raw)
-        res = compile_kernel(self._write(text), self.task_path, target=self.target, mode="simulate",
-                             timeout=self.timeout, prefer=self.prefer)
+            return ToolOutcome(render("compile", head, found, text, self.path), ran="compile", diagnostics=found, raw=raw)
+        res = self._compile_unconfined(self._write(text))
         found = [self._relocate(d) for d in res.diagnostics] + [d for d in diags if d.severity == "warning"]
         self.diagnostics = found
         status = "OK" if res.ok else "FAILED"
-        return ToolOutcome(render("compile", f"{status} (toolchain: {res.backend}, {res.detail})", found, text),
-                           ran="compile", diagnostics=found, raw=res.as_dict())
+        head = f"{status} (toolchain: {res.backend}, {res.detail})"
+        return ToolOutcome(render("compile", head, found, text, self.path), ran="compile", diagnostics=found,
+                           raw=res.as_dict())
 
     def verify(self, text: str) -> ToolOutcome:
         diags = self.static(text)
         if any(d.severity == "error" for d in diags):
             self.diagnostics = diags
-            return ToolOutcome(render("verify", "NOT RUN: the kernel does not compile", diags, text), ran="verify",
-                               diagnostics=diags)
+            return ToolOutcome(render("verify", "NOT RUN: the kernel does not compile", diags, text, self.path),
+                               ran="verify", diagnostics=diags)
         # confined: reference first, kernel under the audit guard, outputs compared in this process
         raw = api.verify(self._write(text), self.task_path, seeds=self.seeds, target=self.target,
-                         timeout=self.timeout, cancel=self.cancel, isolate=self.isolate, confine=self.isolate)
+                         timeout=self.timeout, cancel=self.cancel, isolate=self.isolate, confine=self.isolate,
+                         search_path=self.search_path, protect=self.protect)
         self.last_verify = raw
         problems = [self._relocate(from_problem(p, "nki-verify", self.path)) for p in api.problems_of(raw)]
         if _digest(self.task_path) != self.task_digest:
@@ -249,8 +256,22 @@ class ToolBox:
         else:
             head = "FAILED before producing outputs"
         shown = problems if not correct else [d for d in problems if d.severity == "warning"]
-        return ToolOutcome(render("verify", head, shown, text), ran="verify", verified=correct,
+        return ToolOutcome(render("verify", head, shown, text, self.path), ran="verify", verified=correct,
                            diagnostics=self.diagnostics, raw=raw)
+
+    def _compile_unconfined(self, kernel: str) -> CompileResult:
+        """The real SDK (user folder on its ``PYTHONPATH``, no bytecode) or, without sandboxing, one
+        embedded simulation in the worker; both import the user's sibling modules."""
+        if not self._real_sdk:
+            res = api.simulate(kernel, self.task_path, self.target, timeout=self.timeout, cancel=self.cancel,
+                               search_path=self.search_path)
+            diags = [from_problem(p, "nki-sim", kernel) for p in api.problems_of(res)]
+            return CompileResult(EMBEDDED, diags, not any(d.severity == "error" for d in diags), [], None,
+                                 "embedded NKI simulator")
+        env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")  # the user's folder is read, never written
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH", ""), *self.search_path) if p)
+        return compile_kernel(kernel, self.task_path, target=self.target, mode="simulate", timeout=self.timeout,
+                              prefer=self.prefer, env=env)
 
     def profile(self) -> ToolOutcome:
         if self.profiler is None:
@@ -269,6 +290,13 @@ class ToolBox:
         return d
 
 
+def user_folder(path: str) -> tuple[str, ...]:
+    """The folder of the user's kernel ``path`` as a one-entry search path (empty for an unsaved buffer
+    or a folder that does not exist)."""
+    folder = os.path.dirname(os.path.abspath(path)) if path else ""
+    return (folder,) if folder and os.path.isdir(folder) else ()
+
+
 class TamperError(RuntimeError):
     """The task file changed while the agent ran: the run is void."""
 
@@ -281,13 +309,16 @@ def _digest(path: str) -> str:
         return ""
 
 
-def render(tool: str, head: str, diags: list[Diagnostic], text: str) -> str:
-    """A tool result as the model reads it: verdict, then each diagnosis decoded (line, code, why, fix)."""
+def render(tool: str, head: str, diags: list[Diagnostic], text: str, path: str | None = None) -> str:
+    """A tool result as the model reads it: verdict, then each diagnosis decoded (line, code, why, fix).
+
+    The source line is quoted from ``text`` only for diagnostics of ``path`` (the kernel), when given:
+    an error inside a sibling helper module has its own line numbers."""
     lines = text.split("\n")
     out = [f"{tool}: {head}"]
     for d in diags[:MAX_SHOWN]:
         out.append(f"\n{d.severity} {d.code} at line {d.line}, column {d.column}: {d.message}")
-        if 1 <= d.line <= len(lines) and d.path and not d.path.endswith("task.py"):
+        if 1 <= d.line <= len(lines) and d.path and not d.path.endswith("task.py") and path in (None, d.path):
             src = lines[d.line - 1]
             out.append(f"    {d.line:4d} | {src}")
             width = max(1, (d.end_column - d.column) if d.end_line == d.line else len(src) - d.column + 1)

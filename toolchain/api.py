@@ -4,11 +4,16 @@ By default the work runs in the sandboxed worker (``sandbox.run``), so a hostile
 cannot hang or crash the caller; ``isolate=False`` runs in-process (tests, benchmarks);
 ``verify(..., confine=True)`` also keeps the kernel from faking a pass (``confined.py``). All paths
 return the same JSON-able dict; a problem that stops the job appears in ``problems``.
+
+``search_path`` lists folders the kernel and task may import from after their own folder (the fix
+agent verifies a temp copy and passes the user's kernel folder, so sibling helper modules import;
+the copy still shadows the user's file of the same name). Those folders are read, never written.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from . import sandbox
@@ -29,49 +34,61 @@ def _merge(reply: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _with_search_path(req: dict[str, Any], search_path: Sequence[str]) -> dict[str, Any]:
+    if search_path:
+        req["search_path"] = [str(p) for p in search_path]
+    return req
+
+
 def verify(kernel: str, task: str, seeds: int = 3, target: str | None = None, kernel_name: str | None = None,
            isolate: bool = True, timeout: float = DEFAULT_TIMEOUT,
-           cancel: threading.Event | None = None, confine: bool = False) -> dict[str, Any]:
+           cancel: threading.Event | None = None, confine: bool = False, search_path: Sequence[str] = (),
+           protect: Sequence[str] = ()) -> dict[str, Any]:
     """Verify ``kernel`` against ``task`` on ``seeds`` seeds.
 
     ``confine=True`` (untrusted candidates, e.g. the fix agent's) always runs in the worker, computes
     the reference before any kernel code loads, guards the worker with an audit hook and compares
-    the outputs in this process (``confined.py``); ``isolate`` is then ignored."""
+    the outputs in this process (``confined.py``); ``isolate`` is then ignored. ``protect`` names more
+    files the confined kernel may not open besides the task (e.g. the user's original of a kernel
+    file that is its own task); it is ignored without ``confine``."""
     if confine:
         from .confined import verify_confined
 
-        return verify_confined(kernel, task, seeds, target, kernel_name, timeout, cancel)
+        return verify_confined(kernel, task, seeds, target, kernel_name, timeout, cancel,
+                               search_path=search_path, protect=protect)
     base = {"kernel": kernel, "task": task, "target": target or "", "compiled": False, "correct": False,
             "seeds": [], "problems": []}
     if not isolate:
         from .verify import verify_files
 
-        return verify_files(kernel, task, seeds, target, kernel_name, time_limit=timeout).as_dict()
+        return verify_files(kernel, task, seeds, target, kernel_name, time_limit=timeout,
+                            search_path=search_path).as_dict()
     req = {"op": "verify", "kernel": kernel, "task": task, "seeds": seeds, "target": target, "kernel_name": kernel_name}
-    return _merge(sandbox.run(req, timeout=timeout, cancel=cancel), base)
+    return _merge(sandbox.run(_with_search_path(req, search_path), timeout=timeout, cancel=cancel), base)
 
 
 def simulate(kernel: str, task: str, target: str | None = None, kernel_name: str | None = None, seed: int = 0,
              isolate: bool = True, timeout: float = DEFAULT_TIMEOUT,
-             cancel: threading.Event | None = None) -> dict[str, Any]:
+             cancel: threading.Event | None = None, search_path: Sequence[str] = ()) -> dict[str, Any]:
     base = {"kernel": kernel, "task": task, "ran": False, "outputs": [], "problems": []}
     if not isolate:
         from .simulate import simulate_files
 
-        return simulate_files(kernel, task, target, kernel_name, seed, time_limit=timeout)
+        return simulate_files(kernel, task, target, kernel_name, seed, time_limit=timeout, search_path=search_path)
     req = {"op": "simulate", "kernel": kernel, "task": task, "target": target, "kernel_name": kernel_name, "seed": seed}
-    return _merge(sandbox.run(req, timeout=timeout, cancel=cancel), base)
+    return _merge(sandbox.run(_with_search_path(req, search_path), timeout=timeout, cancel=cancel), base)
 
 
 def problems_of(result: dict[str, Any]) -> list[Problem]:
     return [Problem.from_dict(p) for p in result.get("problems", [])]
 
 
-def describe_task(task: str, isolate: bool = True, timeout: float = 30.0) -> dict[str, Any]:
+def describe_task(task: str, isolate: bool = True, timeout: float = 30.0,
+                  search_path: Sequence[str] = ()) -> dict[str, Any]:
     """The task's inputs (shape, dtype per argument, seed 0) and settings, for prompts and hovers."""
     base: dict[str, Any] = {"task": task, "inputs": [], "problems": []}
     if not isolate:
         from .tasks import describe_task as describe
 
-        return describe(task)
-    return _merge(sandbox.run({"op": "describe", "task": task}, timeout=timeout), base)
+        return describe(task, search_path)
+    return _merge(sandbox.run(_with_search_path({"op": "describe", "task": task}, search_path), timeout=timeout), base)

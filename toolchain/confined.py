@@ -3,7 +3,10 @@
 Worker side (``worker_verify``, inside the sandboxed worker): load the task, draw every seed's inputs
 and run the reference, write the expected outputs into a directory the parent created, drop them and
 the task module, install the audit-hook guard (``guard.install``), and only then load and run the
-kernel, writing its outputs (raw bytes) into the worker's output directory.
+kernel, writing its outputs (raw bytes) into the worker's output directory. A request's
+``search_path`` (the user's kernel folder, for a candidate verified from a temp copy) is importable
+by task and kernel after their own folder; the guard keeps the task file (and its cached bytecode)
+closed even there, and ``protect`` adds more such files.
 
 Parent side (``verify_confined``, never runs kernel code): create the private directories, run the
 worker, read expected and actual outputs and compare them with ``verify``'s own functions, so a kernel
@@ -20,7 +23,7 @@ import stat
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -48,14 +51,14 @@ def _meta(a: np.ndarray) -> dict[str, Any]:
 
 def worker_verify(req: dict[str, Any]) -> dict[str, Any]:
     """The ``verify_confined`` op of the worker; returns the worker reply (untrusted by the parent)."""
-    from .tasks import load_task
+    from .tasks import load_task, search_path, strings
     from .verify import VerifyResult
 
     kernel_path, task_path = req["kernel"], req["task"]
     expected_dir, out_dir = req["expected_dir"], req["out_dir"]
     result = VerifyResult(kernel=kernel_path, task=task_path, target=req.get("target") or "")
     try:
-        task = load_task(task_path)
+        task = load_task(task_path, search_path(req))
         cases = _reference_phase(task, int(req.get("seeds", 3)), expected_dir)
     except NkiError as e:
         result.problems.append(Problem.from_error(e))
@@ -65,14 +68,38 @@ def worker_verify(req: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True, "result": result.as_dict(), "runs": {}}
     settings = _settings(task)
     del task
+    secrets = _secret_files(kernel_path, [task_path, *strings(req.get("protect"))])
     sys.modules.pop(TASK_MODULE, None)  # the kernel must not reach the reference through sys.modules
+    _forget_modules(secrets)  # nor through the task imported under its own name (e.g. by a helper)
     gc.collect()
 
     from . import guard
 
-    same_file = os.path.realpath(task_path) == os.path.realpath(kernel_path)  # a file that is its own task
-    guard.install(out_dir, [expected_dir] if same_file else [expected_dir, task_path])
+    guard.install(out_dir, [expected_dir, *secrets])
     return _kernel_phase(req, settings, cases, out_dir)
+
+
+def _secret_files(kernel_path: str, files: list[str]) -> list[str]:
+    """The files the kernel may not open: ``files`` except the kernel itself (a file that is its own task)."""
+    kernel = os.path.realpath(kernel_path)
+    return [f for f in dict.fromkeys(files) if os.path.realpath(f) != kernel]
+
+
+def _forget_modules(files: list[str]) -> None:
+    """Drop every loaded module whose source is one of ``files`` from ``sys.modules``."""
+    real = {os.path.realpath(f) for f in files}
+    for name, module in list(sys.modules.items()):
+        origin = _origin(module)
+        if origin is not None and os.path.realpath(origin) in real:
+            sys.modules.pop(name, None)
+
+
+def _origin(module: Any) -> str | None:
+    try:
+        origin = getattr(module, "__file__", None)
+    except Exception:  # noqa: BLE001 - a lazy module whose attribute access fails is not the task
+        return None
+    return origin if isinstance(origin, str) else None
 
 
 def _reference_phase(task: Any, seeds: int, expected_dir: str) -> list[tuple[int, list[Any], list[Any], float]]:
@@ -120,7 +147,7 @@ def _settings(src: Any) -> Any:
 
 def _kernel_phase(req: dict[str, Any], settings: Any, cases: list[tuple[int, list[Any], list[Any], float]],
                   out_dir: str) -> dict[str, Any]:
-    from .tasks import find_kernel, load_module
+    from .tasks import find_kernel, load_module, search_path
     from .verify import Case, SeedResult, VerifyResult, run_cases, select_params
 
     write = _writer(out_dir)  # captured before any kernel code runs
@@ -128,7 +155,8 @@ def _kernel_phase(req: dict[str, Any], settings: Any, cases: list[tuple[int, lis
     result = VerifyResult(kernel=kernel_path, task=req["task"], target=req.get("target") or "")
     runs: dict[str, Any] = {}
     try:
-        kernel = find_kernel(load_module(kernel_path, "nki_agent_kernel"), req.get("kernel_name") or settings.kernel_name)
+        kernel = find_kernel(load_module(kernel_path, "nki_agent_kernel", search_path(req)),
+                             req.get("kernel_name") or settings.kernel_name)
         launch_cases = [Case(seed, inputs + select_params(kernel, params, len(inputs)), t_ref)
                         for seed, inputs, params, t_ref in cases]
 
@@ -224,8 +252,12 @@ def _task_problem(e: Exception, task_path: str) -> Problem:
 
 
 def verify_confined(kernel: str, task: str, seeds: int, target: str | None, kernel_name: str | None,
-                    timeout: float, cancel: threading.Event | None) -> dict[str, Any]:
-    """Verify in a confined worker and compare here; the result dict of ``verify.VerifyResult.as_dict``."""
+                    timeout: float, cancel: threading.Event | None, search_path: Sequence[str] = (),
+                    protect: Sequence[str] = ()) -> dict[str, Any]:
+    """Verify in a confined worker and compare here; the result dict of ``verify.VerifyResult.as_dict``.
+
+    ``search_path``: folders task and kernel may import from after their own; ``protect``: files the
+    kernel may not open besides the task file (``api.verify``)."""
     base: dict[str, Any] = {"kernel": kernel, "task": task, "target": target or "", "compiled": False,
                             "correct": False, "seeds": [], "problems": []}
     root = tempfile.mkdtemp(prefix="nki-confined-")
@@ -234,7 +266,8 @@ def verify_confined(kernel: str, task: str, seeds: int, target: str | None, kern
         os.mkdir(expected_dir, 0o700)
         os.mkdir(out_dir, 0o700)
         req = {"op": "verify_confined", "kernel": kernel, "task": task, "seeds": seeds, "target": target,
-               "kernel_name": kernel_name, "expected_dir": expected_dir, "out_dir": out_dir}
+               "kernel_name": kernel_name, "expected_dir": expected_dir, "out_dir": out_dir,
+               "search_path": [str(p) for p in search_path], "protect": [os.path.abspath(p) for p in protect]}
         reply = sandbox.run(req, timeout=timeout, cancel=cancel)
         if "result" not in reply:
             return _failed(reply, base)

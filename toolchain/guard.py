@@ -2,9 +2,10 @@
 
 ``install`` adds a ``sys.addaudithook`` hook (hooks cannot be removed) that refuses, for the rest of
 the process: writing or changing files outside the worker's output directory; reading the expected
-outputs, the task file or process memory; starting processes; network connections; ctypes; frame,
-trace and garbage-collector introspection from code that is not the toolchain's own. A refused
-event raises ``SandboxViolation`` (a ``PermissionError``) in the code that tried it.
+outputs, the task file (or its cached bytecode, which ``import`` reads instead of the source) or
+process memory; starting processes; network connections; ctypes; frame, trace and garbage-collector
+introspection from code that is not the toolchain's own. A refused event raises ``SandboxViolation``
+(a ``PermissionError``) in the code that tried it.
 
 This is defense in depth inside one Python process, not an OS sandbox: see docs/toolchain.md.
 """
@@ -53,6 +54,8 @@ class _Guard:
     def __init__(self, out_dir: str, secrets: list[str]) -> None:
         self.out_dir = os.path.realpath(out_dir)
         self.secrets = tuple(os.path.realpath(p) for p in secrets)
+        # (folder, module stem) of each secret source file: its bytecode is the same secret
+        self.sources = tuple((os.path.dirname(s), os.path.basename(s)[:-3]) for s in self.secrets if s.endswith(".py"))
         self.busy = False  # the hook's own frame walk raises audit events; they must not re-enter it
 
     def __call__(self, event: str, args: tuple[Any, ...]) -> None:
@@ -111,7 +114,18 @@ class _Guard:
             parts = real.split("/")
             if len(parts) > 3 and parts[3] in ("mem", "maps", "pagemap", "environ", "cmdline", "map_files"):
                 return True
-        return any(real == s or real.startswith(s + os.sep) for s in self.secrets)
+        return any(real == s or real.startswith(s + os.sep) for s in self.secrets) or self._bytecode_of_secret(real)
+
+    def _bytecode_of_secret(self, real: str) -> bool:
+        """``dir/__pycache__/stem.<tag>.pyc`` or a legacy ``dir/stem.pyc`` of a secret ``dir/stem.py``."""
+        if not real.endswith(".pyc"):
+            return False
+        folder, name = os.path.split(real)
+        if os.path.basename(folder) == "__pycache__":
+            folder = os.path.dirname(folder)
+        elif "." in name[:-4]:
+            return False
+        return any(folder == d and name.startswith(stem + ".") for d, stem in self.sources)
 
     @staticmethod
     def _inside(p: str, directory: str) -> bool:

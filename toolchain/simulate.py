@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -25,13 +26,16 @@ def _summary(a: np.ndarray) -> dict[str, Any]:
 
 
 def simulate_files(kernel_path: str, task_path: str, target: str | None = None, kernel_name: str | None = None,
-                   seed: int = 0, time_limit: float | None = None) -> dict[str, Any]:
-    """Run the kernel once on the task's inputs for ``seed``; never raises for user-code problems."""
+                   seed: int = 0, time_limit: float | None = None, search_path: Sequence[str] = ()) -> dict[str, Any]:
+    """Run the kernel once on the task's inputs for ``seed``; never raises for user-code problems.
+
+    ``search_path``: folders both files may import from after their own (``tasks.load_module``)."""
     out: dict[str, Any] = {"kernel": kernel_path, "task": task_path, "ran": False, "problems": [], "outputs": []}
     records: list[LaunchRecord] = []
     try:
-        task = load_task(task_path)
-        kernel = find_kernel(load_module(kernel_path, "nki_agent_kernel"), kernel_name or task.kernel_name)
+        task = load_task(task_path, search_path)
+        kernel = find_kernel(load_module(kernel_path, "nki_agent_kernel", search_path),
+                             kernel_name or task.kernel_name)
         target = target or task.target
         task.seed(seed)
         inputs = _as_list(task.get_inputs())

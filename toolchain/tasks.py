@@ -5,6 +5,11 @@ A task module defines ``get_inputs()``, optional ``get_init_inputs()``, and a re
 (SPMD grid of classic kernels), ``LNC`` (``kernel[lnc]`` degree of new-API kernels), ``KERNEL`` (kernel
 function name), ``TARGET`` and ``ALLOW_INPUT_MUTATION``. Loading executes user code, so callers
 that do not trust it run this inside the sandboxed worker.
+
+A loaded file sees its own folder first on ``sys.path``, then the folders of ``search_path`` (the fix
+agent's candidates run from a temp copy and pass the user's kernel folder there, so sibling helper
+modules import while the copy still shadows the user's file of the same name). Modules imported
+from a ``search_path`` folder are read, never compiled to ``__pycache__`` there.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import os
 import random
 import sys
 import types
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -96,8 +102,44 @@ def _read_source(path: str) -> str:
         raise NkiError("sim_bad_input", f"{path} is not UTF-8 text: {e}", SourceLocation(path, 1)) from None
 
 
-def load_module(path: str, name: str) -> types.ModuleType:
-    """Execute a user file as a module with NKI imports bound to the simulator."""
+def search_dirs(path: str, search_path: Sequence[str] = ()) -> list[str]:
+    """The folders a loaded file imports from, in order: its own folder, then ``search_path`` (absolute,
+    existing folders only, duplicates dropped)."""
+    dirs = [os.path.dirname(os.path.abspath(path))]
+    for p in search_path:
+        d = os.path.abspath(p) if isinstance(p, str) and p else ""
+        if d and d not in dirs and os.path.isdir(d):
+            dirs.append(d)
+    return dirs
+
+
+def strings(raw: Any) -> list[str]:
+    """The non-empty strings of a JSON list (anything else in a worker request is ignored)."""
+    return [p for p in raw if isinstance(p, str) and p] if isinstance(raw, list) else []
+
+
+def search_path(request: dict[str, Any]) -> list[str]:
+    """The ``search_path`` of a worker request (``api`` and ``confined`` put it there)."""
+    return strings(request.get("search_path"))
+
+
+def _put_on_path(dirs: list[str]) -> None:
+    """Put ``dirs`` on ``sys.path``: alone, the file's folder is added if missing (as before); with
+    extra folders all of them move to the front in this order, so the file's folder shadows them."""
+    if len(dirs) == 1:
+        if dirs[0] not in sys.path:
+            sys.path.insert(0, dirs[0])
+        return
+    for d in reversed(dirs):
+        while d in sys.path:
+            sys.path.remove(d)
+        sys.path.insert(0, d)
+
+
+def load_module(path: str, name: str, search_path: Sequence[str] = ()) -> types.ModuleType:
+    """Execute a user file as a module with NKI imports bound to the simulator.
+
+    Its imports resolve from its own folder first, then from ``search_path`` (``search_dirs``)."""
     source = _read_source(path)
     try:
         code = compile(source, path, "exec")
@@ -110,10 +152,9 @@ def load_module(path: str, name: str) -> types.ModuleType:
     assert spec is not None
     module = importlib.util.module_from_spec(spec)
     module.__file__ = path
-    directory = os.path.dirname(os.path.abspath(path))
-    added = directory not in sys.path
-    if added:
-        sys.path.insert(0, directory)
+    if search_path:
+        sys.dont_write_bytecode = True  # the user's folders are read, never written (no __pycache__ there)
+    _put_on_path(search_dirs(path, search_path))
     sys.modules[name] = module
     try:
         with installed():
@@ -160,8 +201,8 @@ def _defined_in(k: Kernel, path: str) -> bool:
     return code is None or os.path.abspath(code.co_filename) == os.path.abspath(path)
 
 
-def load_task(path: str) -> Task:
-    module = load_module(path, "nki_agent_task")
+def load_task(path: str, search_path: Sequence[str] = ()) -> Task:
+    module = load_module(path, "nki_agent_task", search_path)
     get_inputs = getattr(module, "get_inputs", None)
     reference = getattr(module, "reference", None)
     model_class = getattr(module, "Model", None)
@@ -184,14 +225,14 @@ def load_task(path: str) -> Task:
                 lnc=int(getattr(module, "LNC")) if getattr(module, "LNC", None) else None)
 
 
-def describe_task(path: str) -> dict[str, Any]:
+def describe_task(path: str, search_path: Sequence[str] = ()) -> dict[str, Any]:
     """Shapes and dtypes of the task's inputs (seed 0) and its settings; problems instead of raising."""
     from . import dtypes
     from .sim.kernel import to_numpy_input
 
     out: dict[str, Any] = {"task": path, "inputs": [], "problems": []}
     try:
-        task = load_task(path)
+        task = load_task(path, search_path)
         task.seed(0)
         raw = task.get_inputs()
         inputs = list(raw) if isinstance(raw, (list, tuple)) else [raw]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -305,12 +305,15 @@ def _compare_all(task: Task, got: list[Any], expected: list[np.ndarray], seed: i
 
 
 def verify_files(kernel_path: str, task_path: str, seeds: int = DEFAULT_SEEDS, target: str | None = None,
-                 kernel_name: str | None = None, time_limit: float | None = None) -> VerifyResult:
-    """Load task and kernel (in this process) and verify; problems are returned, never raised."""
+                 kernel_name: str | None = None, time_limit: float | None = None,
+                 search_path: Sequence[str] = ()) -> VerifyResult:
+    """Load task and kernel (in this process) and verify; problems are returned, never raised.
+
+    ``search_path``: folders both files may import from after their own (``tasks.load_module``)."""
     result = VerifyResult(kernel=kernel_path, task=task_path, target=target or "")
     try:
-        task = load_task(task_path)
-        module = load_module(kernel_path, "nki_agent_kernel")
+        task = load_task(task_path, search_path)
+        module = load_module(kernel_path, "nki_agent_kernel", search_path)
         kernel = find_kernel(module, kernel_name or task.kernel_name)
     except NkiError as e:
         result.problems.append(Problem.from_error(e))

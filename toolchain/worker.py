@@ -4,6 +4,9 @@ Runs untrusted kernel and task code under resource limits (address space, CPU se
 simulator's imports, and writes exactly one JSON result to the file descriptor it was given. User
 prints go to stderr so they can never corrupt the result. Before reading the request it asks the
 kernel to kill it when its parent dies (Linux), so a dead tool never leaves a worker burning CPU.
+A request's ``search_path`` (folders the kernel and task may import from after their own, e.g. the
+user's kernel folder for the fix agent's temp copies) is passed to ``tasks.load_module``; the worker
+then never writes bytecode, so those folders are only read.
 """
 
 from __future__ import annotations
@@ -46,12 +49,17 @@ def _limit(memory_bytes: int, cpu_seconds: int) -> None:
 
 
 def handle(req: dict[str, Any]) -> dict[str, Any]:
+    from .tasks import search_path
+
     op = req.get("op")
+    extra = search_path(req)
+    if extra:
+        sys.dont_write_bytecode = True  # imports from the user's folders must never write __pycache__ there
     if op == "verify":
         from .verify import verify_files
 
         res = verify_files(req["kernel"], req["task"], seeds=int(req.get("seeds", 3)), target=req.get("target"),
-                           kernel_name=req.get("kernel_name"), time_limit=req.get("time_limit"))
+                           kernel_name=req.get("kernel_name"), time_limit=req.get("time_limit"), search_path=extra)
         return {"ok": True, "result": res.as_dict()}
     if op == "verify_confined":
         from .confined import worker_verify
@@ -62,11 +70,11 @@ def handle(req: dict[str, Any]) -> dict[str, Any]:
 
         return {"ok": True, "result": simulate_files(req["kernel"], req["task"], target=req.get("target"),
                                                      kernel_name=req.get("kernel_name"), seed=int(req.get("seed", 0)),
-                                                     time_limit=req.get("time_limit"))}
+                                                     time_limit=req.get("time_limit"), search_path=extra)}
     if op == "describe":
         from .tasks import describe_task
 
-        return {"ok": True, "result": describe_task(req["task"])}
+        return {"ok": True, "result": describe_task(req["task"], extra)}
     return {"ok": False, "error": f"unknown op {op!r}"}
 
 

@@ -176,3 +176,82 @@ def test_a_file_that_is_its_own_task_verifies() -> None:
     path = str(ROOT / "tests" / "fixtures" / "hostile" / "prints_to_stdout.py")
     res = api.verify(path, path, seeds=1, confine=True)
     assert res["correct"] is True, res["problems"]
+
+
+# --------------------------------------------------------------------- the user's folder as a search path
+HELPERS = ("import nki.isa as nisa\nimport nki.language as nl\n\n\n"
+           "def tile_add(dst, a, b):\n    nisa.tensor_tensor(dst=dst, data1=a, data2=b, op=nl.add)\n")
+ADD_CALL = "nisa.tensor_tensor(dst=c_tile, data1=a_tile, data2=b_tile, op=nl.add)"
+
+
+def _user_folder(tmp_path: Path) -> tuple[Path, Path]:
+    """``proj/`` as a user keeps it: kernel.py importing its sibling my_helpers.py, task.py, and the
+    bytecode a normal run of the task left in __pycache__; plus ``run/``, where a candidate copy goes."""
+    import py_compile
+
+    proj, run = tmp_path / "proj", tmp_path / "run"
+    proj.mkdir()
+    run.mkdir()
+    src = (ADD / "kernel_new.py").read_text()
+    assert ADD_CALL in src
+    (proj / "my_helpers.py").write_text(HELPERS)
+    (proj / "kernel.py").write_text(src.replace("import nki.language as nl\n",
+                                                "import nki.language as nl\nfrom my_helpers import tile_add\n")
+                                    .replace(ADD_CALL, "tile_add(c_tile, a_tile, b_tile)"))
+    (proj / "task.py").write_text((ADD / "task.py").read_text().replace("2112, 1024", "200, 64"))
+    py_compile.compile(str(proj / "task.py"), doraise=True)  # what `import task` reads instead of task.py
+    return proj, run
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() if p.is_file() else b"<dir>" for p in folder.rglob("*")}
+
+
+def _candidate(proj: Path, run: Path, prefix: str = "") -> str:
+    text = (proj / "kernel.py").read_text()
+    path = run / "kernel.py"
+    path.write_text(text.replace("import nki\n", "import nki\n" + prefix, 1))
+    return str(path)
+
+
+def test_a_candidate_copy_imports_sibling_modules_of_the_users_folder(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+    proj, run = _user_folder(tmp_path)
+    before = _tree(proj)
+    task = tmp_path / "tasks" / "task.py"  # a task outside the folder: only the search path reaches my_helpers
+    task.parent.mkdir()
+    task.write_text((proj / "task.py").read_text())
+    kernel = _candidate(proj, run)
+    without = api.verify(kernel, str(task), seeds=1, confine=True)
+    assert without["correct"] is False and "ModuleNotFoundError" in str(without["problems"])
+    for t in (task, proj / "task.py"):
+        res = api.verify(kernel, str(t), seeds=SEEDS, confine=True, search_path=[str(proj)])
+        assert res["correct"] is True, res["problems"]
+    assert _tree(proj) == before  # read, never written: no new __pycache__ entries
+
+
+def test_the_task_module_stays_closed_through_the_users_folder(tmp_path: Path) -> None:
+    """``import task`` finds proj/task.py through the search path; its source and its cached bytecode
+    (which import reads instead of the source) are both refused."""
+    proj, run = _user_folder(tmp_path)
+    before = _tree(proj)
+    kernel = _candidate(proj, run, "import task\n_ref = task.reference\n")
+    res = api.verify(kernel, str(proj / "task.py"), seeds=1, confine=True, search_path=[str(proj)])
+    assert res["correct"] is False and "sim_sandbox_violation" in _codes(res), res["problems"]
+    assert "task" in res["problems"][0]["message"]
+    assert _tree(proj) == before
+
+
+def test_a_protected_original_stays_closed(tmp_path: Path) -> None:
+    """A kernel that is its own task runs from a copy; the user's original (the real task) is protected."""
+    proj, run = _user_folder(tmp_path)
+    original = proj / "kernel.py"
+    task = run / "_task_kernel.py"  # the tools' copy of a self-task file; here a plain task is enough
+    task.write_text((proj / "task.py").read_text())
+    for cheat in (f"_src = open({str(original)!r}).read()\n",
+                  ("import importlib.util\n"
+                   f"_pyc = open(importlib.util.cache_from_source({str(original)!r}), 'rb')\n")):
+        kernel = _candidate(proj, run, cheat)
+        res = api.verify(kernel, str(task), seeds=1, confine=True, search_path=[str(proj)], protect=[str(original)])
+        assert res["correct"] is False and "sim_sandbox_violation" in _codes(res), res["problems"]

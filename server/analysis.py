@@ -110,10 +110,15 @@ def run(kind: str, snap: Snapshot, task: TaskRef, settings: ServerSettings,
             fh.write(snap.text)
         task_path = kernel if task.path == SELF else task.path
         target = None if settings.target == "auto" else settings.target
+        # the copy runs from a temp folder: the document's own folder stays importable (sibling helper modules)
+        folder = os.path.dirname(snap.path) if snap.path else ""
+        search = [folder] if folder and os.path.isdir(folder) else []
         if kind == "verify":
-            raw = api.verify(kernel, task_path, seeds=3, target=target, timeout=SIM_TIMEOUT, cancel=cancel)
+            raw = api.verify(kernel, task_path, seeds=3, target=target, timeout=SIM_TIMEOUT, cancel=cancel,
+                             search_path=search)
         else:
-            raw = api.simulate(kernel, task_path, target=target, timeout=SIM_TIMEOUT, cancel=cancel)
+            raw = api.simulate(kernel, task_path, target=target, timeout=SIM_TIMEOUT, cancel=cancel,
+                               search_path=search)
         source = VERIFY_SOURCE if kind == "verify" else SIM_SOURCE
         diags = tuple(_relocate(from_problem(p, source, snap.path), kernel, snap, task.path)
                       for p in api.problems_of(raw))

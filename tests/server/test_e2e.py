@@ -192,6 +192,35 @@ async def test_code_lens_and_verify_command(client: LanguageClient):
     assert kinds[0] == "begin" and kinds[-1] == "end"
 
 
+async def test_a_kernel_importing_a_sibling_module_simulates_and_verifies(client: LanguageClient, tmp_path: Path):
+    kernel = (WORKSPACE / "add" / "kernel.py").read_text()
+    kernel = kernel.replace("import neuronxcc.nki.language as nl\n",
+                            "import neuronxcc.nki.language as nl\nfrom tile_sizes import ROWS\n")
+    kernel = kernel.replace("P = nl.tile_size.pmax", "P = ROWS")
+    task = (WORKSPACE / "add" / "task.py").read_text()
+    kernel = "import numpy as np\n" + kernel + "\n\n" + task[task.index("def get_inputs"):]  # its own task
+    (tmp_path / "tile_sizes.py").write_text("ROWS = 128  # the partition count\n")
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    uri = open_doc(client, tmp_path / "kernel.py", kernel)
+    await wait_publish(client, uri, 1)
+    client.text_document_did_save(T.DidSaveTextDocumentParams(T.TextDocumentIdentifier(uri)))
+    for _ in range(1200):
+        stats = await client.protocol.send_request_async("nki/stats", {})
+        if stats.sim_runs >= 1:
+            break
+        await asyncio.sleep(0.05)
+    pub = [p for p in client.published if p.uri == uri][-1]
+    assert not [d for d in pub.diagnostics if d.source == "nki-sim"], pub.diagnostics
+    res = await client.workspace_execute_command_async(T.ExecuteCommandParams("nki.verify", [uri]))
+    assert res["started"] is True
+    for _ in range(1200):
+        if any("verified" in m.message or "differs" in m.message for m in client.messages):
+            break
+        await asyncio.sleep(0.05)
+    assert any("✓ verified on trn1" in m.message for m in client.messages), [m.message for m in client.messages]
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before  # read, never written (no __pycache__)
+
+
 async def test_invalid_settings_one_message_then_defaults(bare_client: LanguageClient, tmp_path: Path):
     await start(bare_client, {"nkiAgent": {"target": "trn9", "debounceMs": "fast", "verifyOnSave": "yes"}})
     uri = open_doc(bare_client, tmp_path / "k.py", BAD)

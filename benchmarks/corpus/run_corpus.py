@@ -905,7 +905,7 @@ def classify(plan: Plan, rc: int | None, out: str, err: str, timed_out: bool, tm
         res.crash_site = "harness"
         return res
     if not is_pytest and plan.check in ("harness", "self", "test") and re.search(
-            r"\btest passed\b|CORPUS_CHECK: PASS", out, re.I):
+            r"\btests? passed\b|CORPUS_CHECK: PASS", out, re.I):  # "Test passed", "All tests passed"
         res.outcome = "pass"
         etype, emsg = last_exception(err)
         res.post_check_error = f"{etype}: {emsg}".strip(": ")

@@ -21,6 +21,7 @@ from . import runtime
 from .buffers import Buffer, as_buffer
 from .index import Index, Mask
 from .memory_model import CLOCK
+from .predicate import predicate_of
 from .views import ViewsMixin, replay as _replay
 
 # Ops modules register the element-wise implementations used by Python operators on tensors.
@@ -31,7 +32,7 @@ class Storage:
     """One allocation: the backing array plus facts the checks need."""
 
     __slots__ = ("array", "buffer", "name", "site", "written", "immutable", "is_param", "mutated", "par_axis",
-                 "affine_ids", "interval", "unpoisoned", "__weakref__")
+                 "affine_ids", "interval", "unpoisoned", "predicate", "__weakref__")
 
     def __init__(self, array: np.ndarray, buffer: Buffer, name: str, site: SourceLocation | None,
                  par_axis: int = 0) -> None:
@@ -45,6 +46,9 @@ class Storage:
         self.mutated = False
         self.interval: Any = None  # memory_model.Interval of on-chip storages (liveness)
         self.unpoisoned = False  # fresh memory not yet filled with the poison value (filled lazily)
+        # storage-shaped bool array: the elements the one masked classic instruction that produced this tile
+        # wrote (see ``predicate_of``); None = not such a tile, or written again since
+        self.predicate: np.ndarray | None = None
         self.par_axis = par_axis
         sim = runtime.current()
         self.affine_ids = frozenset(id(f) for f in sim.affine) if sim else frozenset()
@@ -444,13 +448,16 @@ class Tensor(ViewsMixin):
         self[key].assign(value)
 
     def assign(self, value: Any) -> None:
-        """``dst[...] = src``: copy with free-dim broadcast from src; dst must not be smaller."""
+        """``dst[...] = src``: copy with free-dim broadcast from src; dst must not be smaller.
+
+        A masked classic instruction's result writes only its predicated elements (``predicate_of``).
+        """
         src = value.read() if isinstance(value, Tensor) else np.asarray(value)
         if isinstance(value, Tensor) and value.buffer.is_hbm and self.buffer.is_on_chip:
             raise NkiError("err_unsupported_memory",
                            f"cannot assign HBM tensor `{value.name}` to on-chip tensor `{self.name}`; use nl.load",
                            caller_location())
-        self.write(src)
+        self.write(src, predicate_of(value))
 
     def write(self, values: Any, mask: Any = None, accumulate: bool = False) -> None:
         """Store values into this view (cast to its dtype), honouring mask and all write checks."""
@@ -513,6 +520,7 @@ class Tensor(ViewsMixin):
             self.arr[coords] = upd
         st.written = True
         st.unpoisoned = False
+        st.predicate = None  # written again: no longer just the result of one masked instruction
         if st.is_param:
             st.mutated = True
 
@@ -611,7 +619,7 @@ class Tensor(ViewsMixin):
             self.write(res.read() if isinstance(res, Tensor) else res)
             return _Accumulated(self)
         delta = o.read() if isinstance(o, Tensor) else np.asarray(o)
-        self.write(delta, accumulate=True)
+        self.write(delta, predicate_of(o), accumulate=True)
         return _Accumulated(self)
 
     def __bool__(self) -> bool:

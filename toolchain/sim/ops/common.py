@@ -17,6 +17,7 @@ from ...location import caller_location
 from .. import runtime
 from ..buffers import Buffer, psum, sbuf
 from ..index import Index, Mask
+from ..predicate import set_predicate
 from ..tensor import Tensor, allocate, mask_values
 
 ALU: dict[str, Any] = {}  # op name -> numpy implementation on fp32 arrays, filled by elementwise.py
@@ -154,6 +155,7 @@ def emit(result: np.ndarray, dtype: Any, mask: Any = None, buffer: Buffer | None
         return allocate(shape, dt, buffer or sbuf, name=name, initial=arr)
     out = new_tile(shape, dtype, buffer, name)
     out.write(result, mask)
+    set_predicate(out, mask)  # dst[...] = op(..., mask=m) writes only m (see sim/predicate.py)
     return out
 
 

@@ -15,6 +15,7 @@ from ...errors import NkiError
 from ...location import caller_location
 from .. import runtime
 from ..buffers import Buffer, as_buffer, psum, sbuf, shared_hbm
+from ..predicate import set_predicate
 from ..tensor import Tensor, allocate
 from . import common as c
 
@@ -93,6 +94,7 @@ def load(src: Any, mask: Any = None, dtype: Any = None, **kwargs: Any) -> Tensor
         return allocate(shape, out_dt, sbuf, name=f"{src.name}_tile", initial=arr)
     out = allocate(shape, out_dt, sbuf, name=f"{src.name}_tile")
     out.write(_convert(vals, out_dt), m)
+    set_predicate(out, np.broadcast_to(m, shape))  # buf[...] = nl.load(..., mask=m) writes only m
     return out
 
 

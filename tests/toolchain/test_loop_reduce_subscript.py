@@ -2,26 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
-from nki_agent.toolchain.shim import installed
+from nki_agent.toolchain.tasks import load_module
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "loop_reduce" / "subscript_destination.py"
 
 
-def _load() -> ModuleType:
-    with installed():
-        spec = importlib.util.spec_from_file_location("subscript_destination", FIXTURE)
-        assert spec is not None and spec.loader is not None
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-    return mod
-
-
-K = _load()
+K = load_module(str(FIXTURE), "subscript_destination")  # executed with NKI bound to the simulator
 RNG = np.random.default_rng(11)
 
 

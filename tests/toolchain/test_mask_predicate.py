@@ -3,26 +3,15 @@ only the elements in its mask (docs/toolchain.md, "Masks are execution predicate
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
-from nki_agent.toolchain.shim import installed
+from nki_agent.toolchain.tasks import load_module
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "masks" / "complementary_masks.py"
 
 
-def _load() -> ModuleType:
-    with installed():
-        spec = importlib.util.spec_from_file_location("complementary_masks", FIXTURE)
-        assert spec is not None and spec.loader is not None
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-    return mod
-
-
-K = _load()
+K = load_module(str(FIXTURE), "complementary_masks")  # executed with NKI bound to the simulator
 RNG = np.random.default_rng(7)
 
 

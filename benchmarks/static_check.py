@@ -3,8 +3,9 @@
 Run: ``.venv/bin/python benchmarks/static_check.py [--lines 1000] [--repeat 60] [--no-helper]``. The file
 is built from the example kernels, each copy renamed, until it has the requested length. Three figures:
 the cold check of a file never seen before (nothing parsed or cached), the check after a one-line
-edit (the as-you-type case), and the check after an import edit (every function analysed again). By default the cold check uses the helper process the language server
-starts (``diagnostics/static/parallel.py``: two cores); ``--no-helper`` measures one core alone.
+edit (the as-you-type case), and the check after an import edit (every function analysed again).
+By default cold checks and import edits use the helper process the language server starts
+(``diagnostics/static/parallel.py``: two cores); ``--no-helper`` measures one core alone.
 """
 
 from __future__ import annotations

@@ -260,18 +260,11 @@ class ToolBox:
                            diagnostics=self.diagnostics, raw=raw)
 
     def _compile_unconfined(self, kernel: str) -> CompileResult:
-        """The real SDK (user folder on its ``PYTHONPATH``, no bytecode) or, without sandboxing, one
-        embedded simulation in the worker; both import the user's sibling modules."""
-        if not self._real_sdk:
-            res = api.simulate(kernel, self.task_path, self.target, timeout=self.timeout, cancel=self.cancel,
-                               search_path=self.search_path)
-            diags = [from_problem(p, "nki-sim", kernel) for p in api.problems_of(res)]
-            return CompileResult(EMBEDDED, diags, not any(d.severity == "error" for d in diags), [], None,
-                                 "embedded NKI simulator")
-        env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")  # the user's folder is read, never written
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH", ""), *self.search_path) if p)
+        """The real SDK or the embedded simulator (sandboxed, cancellable); both import the user's sibling
+        modules from ``search_path`` and write nothing there."""
         return compile_kernel(kernel, self.task_path, target=self.target, mode="simulate", timeout=self.timeout,
-                              prefer=self.prefer, env=env)
+                              prefer=self.prefer if self._real_sdk else EMBEDDED, search_path=self.search_path,
+                              cancel=self.cancel)
 
     def profile(self) -> ToolOutcome:
         if self.profiler is None:

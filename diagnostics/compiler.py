@@ -17,7 +17,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping
+import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.machinery import PathFinder
 from typing import Any
@@ -89,21 +90,29 @@ def detect(env: Mapping[str, str] | None = None) -> Sdk:
 
 def compile_kernel(kernel: str, task: str | None = None, *, kernel_name: str | None = None, target: str | None = None,
                    mode: str = "simulate", timeout: float = DEFAULT_TIMEOUT, prefer: str = "auto",
-                   env: Mapping[str, str] | None = None) -> CompileResult:
-    """Compile/trace ``kernel`` with the real SDK when available (``prefer='auto'``), else the embedded toolchain."""
+                   env: Mapping[str, str] | None = None, search_path: Sequence[str] = (),
+                   cancel: threading.Event | None = None) -> CompileResult:
+    """Compile/trace ``kernel`` with the real SDK when available (``prefer='auto'``), else the embedded toolchain.
+
+    ``search_path``: folders the kernel may import from after its own (a temp copy's original folder);
+    read only — the SDK subprocess gets them on ``PYTHONPATH`` with bytecode writing off. ``cancel``
+    stops an embedded simulation (its sandboxed worker is killed)."""
     env = dict(os.environ if env is None else env)
+    if search_path:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"  # the user's folder is read, never written
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH", ""), *search_path) if p)
     if mode not in _MODES:
         raise ValueError(f"mode must be one of {', '.join(_MODES)}")
     sdk = detect(env) if prefer != EMBEDDED else Sdk()
     if not kernel.endswith(".py"):
         if sdk.neuronx_cc:
             return _neuronx_cc(sdk.neuronx_cc, kernel, target, timeout, env)
-        return _embedded(kernel, task, kernel_name, target, timeout)
+        return _embedded(kernel, task, kernel_name, target, timeout, search_path, cancel)
     info = check_file(kernel)
     generation = info.generation
     pkg_dir = sdk.neuronxcc if generation == "classic" else sdk.nki if generation == "new" else None
     if pkg_dir is None or task is None or info.problems and any(p.severity == "error" for p in info.problems):
-        return _embedded(kernel, task, kernel_name, target, timeout)
+        return _embedded(kernel, task, kernel_name, target, timeout, search_path, cancel)
     backend = "neuronxcc.nki" if generation == "classic" else "nki"
     req = {"kernel": os.path.abspath(kernel), "task": os.path.abspath(task), "kernel_name": kernel_name,
            "default_kernel": info.kernels[0].name if info.kernels else None, "mode": mode, "generation": generation}
@@ -180,11 +189,11 @@ def _note(code: str, message: str, path: str) -> Diagnostic:
 
 
 def _embedded(kernel: str, task: str | None, kernel_name: str | None, target: str | None,
-              timeout: float) -> CompileResult:
+              timeout: float, search_path: Sequence[str] = (), cancel: threading.Event | None = None) -> CompileResult:
     if task:
         from ..toolchain import api
 
-        res = api.simulate(kernel, task, target, kernel_name, timeout=timeout)
+        res = api.simulate(kernel, task, target, kernel_name, timeout=timeout, cancel=cancel, search_path=search_path)
         diags = [from_problem(p, "nki-sim", kernel) for p in api.problems_of(res)]
         detail = "embedded NKI simulator"
     else:

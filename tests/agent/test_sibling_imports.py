@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 from agent_scripted import Scripted, call
-from nki_agent.agent import tools as tools_module
 from nki_agent.agent.loop import AgentConfig, run_agent
 from nki_agent.agent.protocol import ToolCall
 from nki_agent.agent.snapshot import Snapshot
 from nki_agent.agent.tools import ToolBox
-from nki_agent.diagnostics.compiler import CompileResult
+from nki_agent.diagnostics import compiler as compiler_module
+from nki_agent.diagnostics.compiler import CompileResult, Sdk
 
 ROOT = Path(__file__).resolve().parents[2]
 ADD = ROOT / "examples" / "l1_add"
@@ -154,14 +154,19 @@ def test_the_users_original_of_a_self_task_file_is_closed_and_shadowed(tmp_path:
 
 def test_the_real_sdk_sees_the_users_folder_and_writes_no_bytecode(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compile subprocess of an installed SDK gets the SDK, the user's PYTHONPATH, then the kernel's
+    folder on its PYTHONPATH, and bytecode writing off (the command is captured, not run)."""
     proj, kernel, task = _folder(tmp_path)
     seen: dict[str, str] = {}
+    sdk_dir = str(tmp_path / "sdk")
 
-    def fake_compile(kernel_path: str, task_path: str, **kw: object) -> CompileResult:
-        seen.update(kw["env"])  # type: ignore[arg-type]
-        return CompileResult("nki", [], True, [], 0, "nki simulate in a subprocess")
+    def fake_run(backend: str, cmd: list[str], timeout: float, env: dict[str, str], kernel_path: str,
+                 detail: str) -> CompileResult:
+        seen.update(env)
+        return CompileResult(backend, [], True, cmd, 0, detail)
 
-    monkeypatch.setattr(tools_module, "compile_kernel", fake_compile)
+    monkeypatch.setattr(compiler_module, "detect", lambda env=None: Sdk(neuronxcc=sdk_dir, nki=sdk_dir))
+    monkeypatch.setattr(compiler_module, "_run", fake_run)
     elsewhere = str(tmp_path / "elsewhere")
     monkeypatch.setenv("PYTHONPATH", elsewhere)
     tools = ToolBox(str(kernel), kernel.read_text(), str(task))
@@ -170,5 +175,5 @@ def test_the_real_sdk_sees_the_users_folder_and_writes_no_bytecode(tmp_path: Pat
         assert tools.compile(tools.code).content.startswith("compile: OK")
     finally:
         tools.close()
-    assert seen["PYTHONPATH"].split(os.pathsep) == [elsewhere, str(proj)]
+    assert seen["PYTHONPATH"].split(os.pathsep) == [sdk_dir, elsewhere, str(proj)]
     assert seen["PYTHONDONTWRITEBYTECODE"] == "1"

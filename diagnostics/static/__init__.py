@@ -158,38 +158,31 @@ def _warm_in_parallel(text: str, settings: Settings, module_text: str) -> None:
     if not guess.generation:
         return
     results = _results_for(_context_key(guess, settings) + (module_text,))
-    mine, theirs = parallel.split(text, results)
-    job = parallel.submit(theirs, ops, settings, module_text) if theirs else None
-    if job is None:
-        return  # helper busy or gone: the ordinary check does everything
-    try:
-        _store(*parallel.warm(mine, ops, settings, module_text), results)
-    finally:
-        reply = job.result()
-    if reply is not None:
-        _store(*reply, results)
+    _share(*parallel.split(text, results), ops, settings, module_text, results, chunks=True)
 
 
 def _analyse_in_parallel(units: list[source.Unit], info: SourceInfo, settings: Settings, module_text: str,
                          results: dict[str, list[Diagnostic]]) -> None:
     """Share the analysis of many functions with the helper (after an import edit changed the context)."""
-    todo = {u.text: u for u in units if u.text not in results and u.text[:1] not in (" ", "\t", "\f")}
-    if sum(map(len, todo)) < parallel.MIN_CHARS:
-        return
-    mine, theirs = parallel.halve(list(todo))
-    job = parallel.submit(theirs, parallel.ops_of(info), settings, module_text)
+    todo = [u.text for u in units if u.text not in results and u.text[:1] not in (" ", "\t", "\f")]
+    if sum(map(len, todo)) >= parallel.MIN_CHARS:
+        _share(*parallel.halve(todo), parallel.ops_of(info), settings, module_text, results, chunks=False)
+
+
+def _share(mine: list[str], theirs: list[str], ops: list[source.Op], settings: Settings, module_text: str,
+           results: dict[str, list[Diagnostic]], chunks: bool) -> None:
+    """``parallel.warm`` on ``mine`` here and on ``theirs`` in the helper; both halves go into the caches
+    (chunk facts only when the texts are the file's chunks, not function texts)."""
+    job = parallel.submit(theirs, ops, settings, module_text) if theirs else None
     if job is None:
-        return
+        return  # helper busy or gone: the ordinary check does everything
     try:
-        for text in mine:
-            failed: list[str] = []
-            found = check_unit(todo[text], info, settings, module_text, failed)
-            if not failed:
-                _remember(results, text, found)
+        warmed = parallel.warm(mine, ops, settings, module_text)
+        _store(warmed[0] if chunks else [], warmed[1], results)
     finally:
         reply = job.result()
     if reply is not None:
-        _store([], reply[1], results)  # the helper's chunk facts are of function texts, not the file's chunks
+        _store(reply[0] if chunks else [], reply[1], results)
 
 
 def _store(chunks: list[tuple[str, source.Chunk]], found: list[tuple[str, list[Diagnostic]]],

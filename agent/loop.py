@@ -40,6 +40,7 @@ Verdict = Literal["verified", "already_correct", "unverified", "cancelled", "bud
 _CODE_BLOCK = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL)
 DESCRIBE_TIMEOUT = 60.0  # seconds to load the task and draw its inputs once (torch import dominates)
 MAX_CALLS_PER_TURN = 8  # tool calls run per model reply; more is a runaway model, not diligence
+TRUSTED_SANDBOXES = ("bwrap", "in-process")  # toolchain.jail.JAIL, toolchain.api.IN_PROCESS
 
 
 @dataclass
@@ -87,10 +88,20 @@ class AgentResult:
     routes: list[str]
     trajectory: str | None
     verify: dict[str, Any] | None = None
+    sandbox: str = ""  # how the verification behind the verdict ran: bwrap, unsandboxed or in-process
 
     @property
     def ok(self) -> bool:
         return self.verdict in ("verified", "already_correct")
+
+    def trusted(self, trust_local: bool = False) -> bool:
+        """May this result be applied, recorded as verified and exported? Only if it was verified in the
+        OS jail (or in-process, which only tests and benchmarks choose), or the user trusts the machine."""
+        return self.ok and (self.sandbox in TRUSTED_SANDBOXES or trust_local)
+
+    def refusal(self) -> str:
+        return (f"verified {self.sandbox or 'outside the sandbox'} (no OS sandbox on this machine): not applied — "
+                "pass --trust-local (CLI) or set nkiAgent.trustLocal to accept kernels verified without it")
 
     def summary(self) -> str:
         cost = f"{self.turns} turn(s), {self.usage.total} tokens, ${self.dollars:.4f}, {self.seconds:.1f} s"
@@ -124,10 +135,12 @@ def run_agent(snapshot: Snapshot, path: str, task_path: str, router: Router | Mo
         final = tools.verified_code if tools.verified_code is not None else tools.code
         edit = minimal_edit(snapshot.text, final) if verdict == "verified" else None
         diff = unified_diff(snapshot.text, final, path.rsplit("/", 1)[-1]) if final != snapshot.text else ""
+        sandbox = str((tools.last_verify or {}).get("sandbox", "")) if verdict in ("verified", "already_correct") else ""
         res = AgentResult(verdict, reason, snapshot, final, edit, diff, budget.turns, budget.usage, budget.dollars,
-                          budget.elapsed, list(route.reasons), traj.path, tools.last_verify)
+                          budget.elapsed, list(route.reasons), traj.path, tools.last_verify, sandbox)
         traj.write("verdict", verdict=verdict, reason=reason, diff=diff, final=final, turns=budget.turns,
-                   tokens=vars(budget.usage), dollars=budget.dollars, seconds=round(budget.elapsed, 3))
+                   tokens=vars(budget.usage), dollars=budget.dollars, seconds=round(budget.elapsed, 3),
+                   sandbox=sandbox)
         emit("done", res.summary())
         return res
 
@@ -138,13 +151,14 @@ def run_agent(snapshot: Snapshot, path: str, task_path: str, router: Router | Mo
                    budget={"turns": cfg.max_turns, "tokens": cfg.max_tokens, "dollars": cfg.max_dollars,
                            "seconds": cfg.max_seconds}, seeds=cfg.seeds, target=cfg.target, original=snapshot.text)
         emit("tool", "verifying the kernel as it is", "verify")
+        _bound(tools, budget, cfg.tool_timeout)
         first = tools.verify(snapshot.text)
         traj.write("tool", name="verify", arguments={}, content=first.content, initial=True, verified=first.verified)
         if first.verified:
             return finish("already_correct", "the kernel already verifies")
         if cancel.is_set():
             return finish("cancelled", "cancelled")
-        desc = api.describe_task(tools.task_path, isolate=cfg.isolate, timeout=DESCRIBE_TIMEOUT,
+        desc = api.describe_task(tools.task_path, isolate=cfg.isolate, timeout=min(DESCRIBE_TIMEOUT, tools.timeout),
                                  search_path=tools.search_path)
         generation = "classic" if re.search(r"^\s*(from|import) neuronxcc", snapshot.text, re.MULTILINE) else "new"
         system = prompts.system_prompt(desc, generation, cfg.target, cfg.seeds, cfg.max_turns)
@@ -244,8 +258,7 @@ def _run_calls(calls: list[ToolCall], tools: ToolBox, traj: Trajectory, budget: 
             continue
         emit("tool", f"running {call.name}", call.name)
         t0 = time.monotonic()
-        if budget.max_seconds:  # no single tool may outlive the run's time budget
-            tools.timeout = max(1.0, min(tool_timeout, budget.max_seconds - budget.elapsed))
+        _bound(tools, budget, tool_timeout)
         try:
             outcome = tools.run(call)
         except TamperError:
@@ -261,6 +274,12 @@ def _run_calls(calls: list[ToolCall], tools: ToolBox, traj: Trajectory, budget: 
         verifies += outcome.ran == "verify"
         verified = verified or outcome.verified
     return results, verified, verifies
+
+
+def _bound(tools: ToolBox, budget: Budget, tool_timeout: float) -> None:
+    """No single tool run may outlive the run's time budget (the first verification included)."""
+    if budget.max_seconds:
+        tools.timeout = max(1.0, min(tool_timeout, budget.max_seconds - budget.elapsed))
 
 
 def _errors(tools: ToolBox) -> int:

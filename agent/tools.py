@@ -209,7 +209,7 @@ class ToolBox:
         if self.isolate and not self._real_sdk:
             # embedded toolchain: trace on the task's inputs in the confined sandbox (one seed, no verdict)
             raw = api.verify(self._write(text), self.task_path, seeds=1, target=self.target, timeout=self.timeout,
-                             cancel=self.cancel, confine=True, search_path=self.search_path, protect=self.protect)
+                             cancel=self.cancel, search_path=self.search_path, protect=self.protect)
             found = [self._relocate(from_problem(p, "nki-sim", self.path)) for p in api.problems_of(raw)]
             found += [d for d in diags if d.severity == "warning"]
             self.diagnostics = found
@@ -230,9 +230,9 @@ class ToolBox:
             self.diagnostics = diags
             return ToolOutcome(render("verify", "NOT RUN: the kernel does not compile", diags, text, self.path),
                                ran="verify", diagnostics=diags)
-        # confined: reference first, kernel under the audit guard, outputs compared in this process
+        # reference and kernel in separate jailed workers, outputs compared in this process (toolchain/judge.py)
         raw = api.verify(self._write(text), self.task_path, seeds=self.seeds, target=self.target,
-                         timeout=self.timeout, cancel=self.cancel, isolate=self.isolate, confine=self.isolate,
+                         timeout=self.timeout, cancel=self.cancel, isolate=self.isolate,
                          search_path=self.search_path, protect=self.protect)
         self.last_verify = raw
         problems = [self._relocate(from_problem(p, "nki-verify", self.path)) for p in api.problems_of(raw)]

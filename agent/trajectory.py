@@ -45,14 +45,15 @@ class Trajectory:
                 fh.write(json.dumps(rec, default=str, ensure_ascii=False) + "\n")
 
 
-def mark_accepted(path: str, accepted: bool, note: str = "") -> None:
-    """Record the user's decision on the run's edit (applied or not)."""
+def mark_accepted(path: str, accepted: bool, note: str = "", trusted: bool = True) -> None:
+    """Record the user's decision on the run's edit (applied or not); ``trusted``: its verification ran
+    in the OS sandbox, or the user passed --trust-local (``AgentResult.trusted``)."""
     run = ""
     for rec in read(path)[:1]:
         run = rec.get("run", "")
     with open(path, "a", encoding="utf-8") as fh:
         fh.write(json.dumps({"type": "accepted", "run": run, "t": round(time.time(), 3), "accepted": accepted,
-                             "note": note}) + "\n")
+                             "note": note, "trusted": trusted}) + "\n")
 
 
 def read(path: str) -> list[dict[str, Any]]:

@@ -41,6 +41,9 @@ class ServerSettings(BaseModel):
                                                                        "(0: none).")
     compiler_backend: Literal["embedded"] = Field(
         "embedded", description="Toolchain used for simulation and verification: the embedded NKI simulator.")
+    trust_local: bool = Field(False, description="Apply agent fixes verified without the OS sandbox (on machines "
+                                                 "where Linux namespaces are unavailable). Off: such fixes are shown, "
+                                                 "not applied.")
     verify_on_save: bool = Field(False, description="Verify the kernel against its task (all seeds) on every save.")
     simulate_on_save: bool = Field(True, description="Simulate the kernel on its task's inputs on every save.")
     # 20 ms: a re-check after an edit costs 2-4 ms, so this only coalesces a burst of keystrokes

@@ -1,9 +1,11 @@
 """Façade of the toolchain for tools (CLI, server, agent): verify / simulate a kernel file against a task.
 
-By default the work runs in the sandboxed worker (``sandbox.run``), so a hostile or broken kernel
-cannot hang or crash the caller; ``isolate=False`` runs in-process (tests, benchmarks);
-``verify(..., confine=True)`` also keeps the kernel from faking a pass (``confined.py``). All paths
-return the same JSON-able dict; a problem that stops the job appears in ``problems``.
+By default the work runs in jailed worker processes (``sandbox.py``), so a hostile or broken kernel
+cannot hang, crash or fool the caller: ``verify`` computes its verdict in this process from the
+arrays a reference worker and a kernel worker return (``judge.py``). ``isolate=False`` runs
+in-process (tests and benchmarks only). All paths return the same JSON-able dict; a problem that
+stops the job appears in ``problems``; jailed results say how they ran in ``sandbox``
+(``bwrap`` or ``unsandboxed``, where namespaces are unavailable; in-process: ``in-process``).
 
 ``search_path`` lists folders the kernel and task may import from after their own folder (the fix
 agent verifies a temp copy and passes the user's kernel folder, so sibling helper modules import;
@@ -22,10 +24,13 @@ from .errors import Problem
 DEFAULT_TIMEOUT = sandbox.DEFAULT_TIMEOUT
 
 
+IN_PROCESS = "in-process"
+
+
 def _merge(reply: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
     if "result" in reply:
-        return reply["result"]  # type: ignore[no-any-return]
-    out = dict(base)
+        return dict(reply["result"], sandbox=reply.get("sandbox", ""))
+    out = dict(base, sandbox=reply.get("sandbox", ""))
     if "problem" in reply:
         out["problems"] = [reply["problem"]]
     else:
@@ -42,29 +47,20 @@ def _with_search_path(req: dict[str, Any], search_path: Sequence[str]) -> dict[s
 
 def verify(kernel: str, task: str, seeds: int = 3, target: str | None = None, kernel_name: str | None = None,
            isolate: bool = True, timeout: float = DEFAULT_TIMEOUT,
-           cancel: threading.Event | None = None, confine: bool = False, search_path: Sequence[str] = (),
+           cancel: threading.Event | None = None, search_path: Sequence[str] = (),
            protect: Sequence[str] = ()) -> dict[str, Any]:
-    """Verify ``kernel`` against ``task`` on ``seeds`` seeds.
+    """Verify ``kernel`` against ``task`` on ``seeds`` seeds; the verdict is computed here.
 
-    ``confine=True`` (untrusted candidates, e.g. the fix agent's) always runs in the worker, computes
-    the reference before any kernel code loads, guards the worker with an audit hook and compares
-    the outputs in this process (``confined.py``); ``isolate`` is then ignored. ``protect`` names more
-    files the confined kernel may not open besides the task (e.g. the user's original of a kernel
-    file that is its own task); it is ignored without ``confine``."""
-    if confine:
-        from .confined import verify_confined
-
-        return verify_confined(kernel, task, seeds, target, kernel_name, timeout, cancel,
-                               search_path=search_path, protect=protect)
-    base = {"kernel": kernel, "task": task, "target": target or "", "compiled": False, "correct": False,
-            "seeds": [], "problems": []}
+    ``protect`` names more files the kernel process may not read besides the task (e.g. the user's
+    original of a kernel file that is its own task, when a candidate copy is verified)."""
     if not isolate:
         from .verify import verify_files
 
-        return verify_files(kernel, task, seeds, target, kernel_name, time_limit=timeout,
-                            search_path=search_path).as_dict()
-    req = {"op": "verify", "kernel": kernel, "task": task, "seeds": seeds, "target": target, "kernel_name": kernel_name}
-    return _merge(sandbox.run(_with_search_path(req, search_path), timeout=timeout, cancel=cancel), base)
+        return dict(verify_files(kernel, task, seeds, target, kernel_name, time_limit=timeout,
+                                 search_path=search_path).as_dict(), sandbox=IN_PROCESS)
+    from .judge import verify as judged
+
+    return judged(kernel, task, seeds, target, kernel_name, timeout, cancel, search_path, protect)
 
 
 def simulate(kernel: str, task: str, target: str | None = None, kernel_name: str | None = None, seed: int = 0,
@@ -74,7 +70,8 @@ def simulate(kernel: str, task: str, target: str | None = None, kernel_name: str
     if not isolate:
         from .simulate import simulate_files
 
-        return simulate_files(kernel, task, target, kernel_name, seed, time_limit=timeout, search_path=search_path)
+        return dict(simulate_files(kernel, task, target, kernel_name, seed, time_limit=timeout,
+                                   search_path=search_path), sandbox=IN_PROCESS)
     req = {"op": "simulate", "kernel": kernel, "task": task, "target": target, "kernel_name": kernel_name, "seed": seed}
     return _merge(sandbox.run(_with_search_path(req, search_path), timeout=timeout, cancel=cancel), base)
 

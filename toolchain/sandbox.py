@@ -1,134 +1,287 @@
-"""Runs toolchain jobs on untrusted code in a separate, resource-limited worker process.
+"""Runs toolchain jobs on untrusted code in a separate worker process inside the OS jail (``jail.py``).
 
-The parent never executes kernel or task code. It enforces a wall-clock limit (the worker's own
-cooperative deadline fires first, the kill is the backstop for ``while True: pass``), an
-address-space limit (unbounded allocation ends as ``sim_memory_limit``) and a CPU-time limit, and
-turns every way the worker can die into one clear problem.
+This is the one seam every caller goes through (CLI, language server, agent, benchmarks, the runner):
+``start(job)`` spawns ``python -m nki_agent.toolchain.worker`` jailed — or, where namespaces are
+unavailable, as a plain resource-limited process, said once on stderr and labelled ``unsandboxed``
+in every reply. The parent never executes kernel or task code. It sends the request (and later
+frames of input arrays) on the worker's stdin, drains the result pipe, stdout and stderr while the
+worker runs, each with a cap (a flood ends as a short "output truncated" note, never parent
+memory), enforces the wall-clock limit and cancellation by killing the jail's whole pid namespace,
+and turns every way the worker can die into one clear problem. The worker sets its own rlimits
+(address space, CPU, processes, file size, descriptors) before it reads any user code.
 """
 
 from __future__ import annotations
 
-import json
 import os
+import queue
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
+from . import jail, wire
 from .errors import Problem, SourceLocation
 
 DEFAULT_TIMEOUT = 60.0  # seconds of wall time per job; the largest example verifies in well under 5 s
 DEFAULT_MEMORY = 6 << 30  # address space of the worker: numpy + torch need ~2 GiB of it before any kernel runs
-STDERR_TAIL = 4000  # characters of worker stderr kept for diagnostics
-THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+MAX_RESULT_BYTES = 1 << 30  # a reply larger than this is a flood, not a result
+STREAM_HEAD = 4096  # bytes kept from the start of the worker's stdout/stderr ...
+STREAM_TAIL = 16384  # ... and from its end; the rest is counted and dropped
+STDERR_TAIL = 4000  # characters of worker stderr put into diagnostics
 CANCEL_POLL = 0.05  # seconds between looks at the cancel event while the worker runs: prompt enough for a click
-READER_GRACE = 5.0  # seconds to wait for the result reader after the worker ended: a grandchild may hold the pipe
+READER_GRACE = 5.0  # seconds to wait for the pipes after the worker ended (a grandchild may hold one, unjailed)
+_warned = threading.Event()
+
+
+@dataclass
+class Job:
+    """One worker run: the request, what the jail lets it read, and what it hides."""
+
+    request: dict[str, Any]
+    readable: tuple[str, ...] = ()  # folders bound read-only besides Python and the toolchain
+    hidden: tuple[str, ...] = ()  # files that read as empty in the jail (the task, for the kernel role)
+    max_result_bytes: int = MAX_RESULT_BYTES
+
+
+@dataclass
+class Reply:
+    """What came back: the worker's (untrusted) reply body, its arrays, and how it ran."""
+
+    body: dict[str, Any]
+    arrays: list[np.ndarray | None] = field(default_factory=list)
+    sandbox: str = jail.UNSANDBOXED
+    stderr: str = ""
+    failed: bool = False  # the body was synthesised here (timeout, crash, cancel, malformed reply)
+
+
+class _Capped:
+    """Drains one pipe, keeping its head and tail; counts what it dropped."""
+
+    def __init__(self, fd: int, name: str, limit: int | None = None, on_overflow: Any = None) -> None:
+        self.head, self.tail, self.dropped, self.total = bytearray(), bytearray(), 0, 0
+        self.limit, self.on_overflow, self.overflowed = limit, on_overflow, False
+        self.whole: bytearray | None = bytearray() if limit is not None else None
+        self.thread = threading.Thread(target=self._drain, args=(fd,), name=f"nki-sandbox-{name}", daemon=True)
+        self.thread.start()
+
+    def _drain(self, fd: int) -> None:
+        with os.fdopen(fd, "rb", buffering=0) as f:
+            while True:
+                try:
+                    chunk = f.read(1 << 16)
+                except OSError:
+                    return
+                if not chunk:
+                    return
+                self.total += len(chunk)
+                if self.whole is not None:
+                    if not self.overflowed and self.limit is not None and len(self.whole) + len(chunk) > self.limit:
+                        self.overflowed = True
+                        self.whole = bytearray()
+                        if self.on_overflow is not None:
+                            self.on_overflow()
+                    if not self.overflowed:
+                        self.whole += chunk
+                    continue
+                room = STREAM_HEAD - len(self.head)
+                if room > 0:
+                    self.head += chunk[:room]
+                    chunk = chunk[room:]
+                self.tail += chunk
+                if len(self.tail) > STREAM_TAIL:
+                    self.dropped += len(self.tail) - STREAM_TAIL
+                    del self.tail[: len(self.tail) - STREAM_TAIL]
+
+    def text(self) -> str:
+        note = f"\n[... output truncated: {self.dropped} bytes dropped ...]\n" if self.dropped else ""
+        return (bytes(self.head).decode("utf-8", "replace") + note + bytes(self.tail).decode("utf-8", "replace"))
+
+
+class Worker:
+    """A started job. ``send`` more frames on its stdin, then ``result()`` waits for its reply."""
+
+    def __init__(self, job: Job, timeout: float = DEFAULT_TIMEOUT, memory_bytes: int = DEFAULT_MEMORY,
+                 cancel: threading.Event | None = None) -> None:
+        self.job, self.timeout, self.cancel = job, timeout, cancel
+        self.killed = False
+        self.deadline = time.monotonic() + timeout
+        req = dict(job.request)
+        req.setdefault("time_limit", max(timeout - 2.0, timeout * 0.9))
+        req.update(memory_bytes=memory_bytes, cpu_seconds=int(timeout * 2) + 5)
+        state = jail.status()
+        self.sandbox = state.label
+        if not state.available and not _warned.is_set():
+            _warned.set()
+            print(f"nki-agent: running kernels UNSANDBOXED: {state.reason}", file=sys.stderr)
+        r_fd, w_fd = os.pipe()
+        keep = [w_fd]
+        seccomp = jail.open_seccomp() if state.available and state.seccomp else ()
+        keep += list(seccomp)
+        env = jail.environment({"NKI_AGENT_RESULT_FD": str(w_fd), "NKI_AGENT_PARENT_PID": str(os.getpid()),
+                                "NKI_AGENT_SANDBOX": self.sandbox})
+        argv = [sys.executable, "-I", "-B", "-m", "nki_agent.toolchain.worker"]
+        if state.available:
+            env["NKI_AGENT_PARENT_PID"] = "0"  # in the jail's pid namespace the parent is outside (ppid 0)
+            argv = jail.command(jail.JailSpec(readable=_readable(job), hidden=job.hidden), argv, state.binary,
+                                seccomp[0] if seccomp else None)
+        try:
+            self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE, env=env, pass_fds=tuple(keep),
+                                         start_new_session=True)
+        except BaseException:
+            os.close(r_fd)
+            raise
+        finally:
+            for fd in keep:
+                os.close(fd)
+        assert self.proc.stdin is not None and self.proc.stdout is not None and self.proc.stderr is not None
+        self.result_pipe = _Capped(r_fd, "result", job.max_result_bytes, self.kill)
+        self.stdout = _Capped(os.dup(self.proc.stdout.fileno()), "stdout")
+        self.stderr = _Capped(os.dup(self.proc.stderr.fileno()), "stderr")
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+        self._frames: queue.Queue[list[bytes | memoryview] | None] = queue.Queue()
+        self._writer = threading.Thread(target=self._write, name="nki-sandbox-stdin", daemon=True)
+        self._writer.start()
+        self.send(req)
+
+    def send(self, header: dict[str, Any], arrays: Sequence[np.ndarray | None] = ()) -> None:
+        self._frames.put(wire.encode(header, arrays))
+
+    def close_input(self) -> None:
+        self._frames.put(None)
+
+    def _write(self) -> None:
+        stdin = self.proc.stdin
+        assert stdin is not None
+        try:
+            while True:
+                pieces = self._frames.get()
+                if pieces is None:
+                    break
+                for p in pieces:
+                    stdin.write(p)
+                stdin.flush()
+        except (OSError, ValueError):  # the worker exited (or was killed) before reading everything
+            pass
+        finally:
+            try:
+                stdin.close()
+            except (OSError, ValueError):
+                pass
+
+    def kill(self) -> None:
+        """Kill the worker: bwrap's death takes the jail's pid namespace with it."""
+        self.killed = True
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            try:
+                self.proc.kill()
+            except ProcessLookupError:
+                pass
+
+    def result(self) -> Reply:
+        """Wait for the worker (deadline, cancel) and return its reply or a synthesised failure."""
+        try:
+            ended = self._wait()
+        except BaseException:  # KeyboardInterrupt, a cancelled caller...: never leave the worker running
+            self.kill()
+            self.proc.wait()
+            self.close_input()
+            raise
+        self.close_input()
+        for pipe in (self.result_pipe, self.stdout, self.stderr):
+            pipe.thread.join(READER_GRACE)
+        stderr = self.stderr.text()
+        if self.stdout.total:
+            stderr = self.stdout.text() + stderr
+        if not ended:
+            if self.cancel is not None and self.cancel.is_set():
+                return self._failure("sim_cancelled", "cancelled while running", stderr)
+            return self._failure("sim_timeout", f"the kernel did not finish within {self.timeout:g} s "
+                                 "(infinite loop?)", stderr)
+        if self.result_pipe.overflowed:
+            return self._failure("sim_output_limit", f"the worker's reply exceeded {self.job.max_result_bytes} "
+                                 "bytes", stderr)
+        raw = bytes(self.result_pipe.whole or b"")
+        if raw:
+            try:
+                body, arrays, _ = wire.decode(raw, self.job.max_result_bytes)
+                return Reply(body, arrays, self.sandbox, stderr[-STDERR_TAIL:])
+            except wire.WireError as e:
+                if self.proc.returncode == 0:
+                    return self._failure("sim_worker_crash", f"the worker's reply is malformed: {e}", stderr)
+        rc = self.proc.returncode
+        if rc in (-signal.SIGKILL, -signal.SIGXCPU) or "MemoryError" in stderr:
+            code = "sim_memory_limit" if "MemoryError" in stderr or rc == -signal.SIGKILL else "sim_timeout"
+            what = "memory" if code == "sim_memory_limit" else "CPU time"
+            return self._failure(code, f"the simulation worker was stopped ({what} limit)", stderr)
+        return self._failure("sim_worker_crash", f"the simulation worker exited with status {rc}", stderr)
+
+    def _wait(self) -> bool:
+        """True once the worker exited; False after killing it (cancelled or out of time)."""
+        while True:
+            step = self.deadline - time.monotonic()
+            if self.cancel is not None:
+                step = min(step, CANCEL_POLL)
+            try:
+                self.proc.wait(timeout=max(step, 0.0))
+                return not (self.killed and not self.result_pipe.overflowed)
+            except subprocess.TimeoutExpired:
+                if (self.cancel is not None and self.cancel.is_set()) or time.monotonic() >= self.deadline:
+                    self.kill()
+                    self.proc.wait()
+                    return False
+
+    def _failure(self, code: str, message: str, stderr: str = "") -> Reply:
+        path = self.job.request.get("kernel") or self.job.request.get("task") or "?"
+        tail = stderr.strip()[-800:]
+        problem = Problem(code, message + (f"\n{tail}" if tail and code == "sim_worker_crash" else ""),
+                          location=SourceLocation(path, 1))
+        return Reply({"ok": True, "problem": problem.as_dict()}, [], self.sandbox, stderr[-STDERR_TAIL:], True)
+
+
+def _readable(job: Job) -> tuple[str, ...]:
+    """The folders of the request's kernel and task files and its search path."""
+    req = job.request
+    out = list(job.readable)
+    for key in ("kernel", "task"):
+        p = req.get(key)
+        if isinstance(p, str) and p:
+            out.append(os.path.dirname(os.path.abspath(p)))
+    out += [p for p in req.get("search_path") or () if isinstance(p, str) and p]
+    return tuple(p for p in dict.fromkeys(out) if os.path.isdir(p))
+
+
+def start(job: Job, timeout: float = DEFAULT_TIMEOUT, memory_bytes: int = DEFAULT_MEMORY,
+          cancel: threading.Event | None = None) -> Worker:
+    return Worker(job, timeout, memory_bytes, cancel)
+
+
+def run_job(job: Job, timeout: float = DEFAULT_TIMEOUT, memory_bytes: int = DEFAULT_MEMORY,
+            cancel: threading.Event | None = None) -> Reply:
+    """Run one job to its end; a set ``cancel`` kills it and answers ``sim_cancelled``."""
+    if cancel is not None and cancel.is_set():
+        path = job.request.get("kernel") or "?"
+        p = Problem("sim_cancelled", "cancelled before it started", location=SourceLocation(path, 1))
+        return Reply({"ok": True, "problem": p.as_dict()}, [], jail.status().label, "", True)
+    w = start(job, timeout, memory_bytes, cancel)
+    w.close_input()
+    return w.result()
 
 
 def run(request: dict[str, Any], timeout: float = DEFAULT_TIMEOUT, memory_bytes: int = DEFAULT_MEMORY,
         cancel: threading.Event | None = None) -> dict[str, Any]:
-    """Send one request to a fresh worker; returns its reply or a synthesized failure reply.
-
-    Setting ``cancel`` kills the worker (its whole process group) and returns ``sim_cancelled``."""
-    if cancel is not None and cancel.is_set():
-        return _failure("sim_cancelled", "cancelled before it started", request)
-    req = dict(request)
-    req.setdefault("time_limit", max(timeout - 2.0, timeout * 0.9))
-    req["memory_bytes"] = memory_bytes
-    req["cpu_seconds"] = int(timeout * 2) + 5
-    r_fd, w_fd = os.pipe()
-    env = dict(os.environ, NKI_AGENT_RESULT_FD=str(w_fd), NKI_AGENT_PARENT_PID=str(os.getpid()),
-               PYTHONDONTWRITEBYTECODE="1")
-    for var in THREAD_VARS:  # many small ops: thread pools only add contention (and nondeterminism)
-        env.setdefault(var, "1")
-    try:
-        proc = subprocess.Popen([sys.executable, "-m", "nki_agent.toolchain.worker"], stdin=subprocess.PIPE,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, pass_fds=(w_fd,),
-                                start_new_session=True)
-    except BaseException:
-        os.close(r_fd)
-        raise
-    finally:
-        os.close(w_fd)
-    # The result is drained while the worker runs: a result larger than the pipe buffer (64 KiB) would
-    # otherwise block the worker's final write forever and end as a false sim_timeout.
-    chunks: list[bytes] = []
-    reader = threading.Thread(target=_drain, args=(r_fd, chunks), name="nki-sandbox-result", daemon=True)
-    reader.start()
-    try:
-        err = _wait(proc, json.dumps(req).encode(), timeout, cancel)
-    except BaseException:  # KeyboardInterrupt, a cancelled caller...: never leave the worker running
-        _kill(proc)
-        reader.join(READER_GRACE)
-        raise
-    if err is None:
-        reader.join(READER_GRACE)
-        if cancel is not None and cancel.is_set():
-            return _failure("sim_cancelled", "cancelled while running", request)
-        return _failure("sim_timeout", f"the kernel did not finish within {timeout:g} s (infinite loop?)", request)
-    reader.join(READER_GRACE)
-    raw = b"".join(chunks)
-    stderr = err.decode("utf-8", "replace")[-STDERR_TAIL:]
-    if raw:
-        try:
-            reply = json.loads(raw)
-            reply["stderr"] = stderr
-            return reply  # type: ignore[no-any-return]
-        except json.JSONDecodeError:
-            pass
-    if proc.returncode in (-signal.SIGKILL, -signal.SIGXCPU) or "MemoryError" in stderr:
-        code = "sim_memory_limit" if "MemoryError" in stderr or proc.returncode == -signal.SIGKILL else "sim_timeout"
-        return _failure(code, f"the simulation worker was stopped ({'memory' if code == 'sim_memory_limit' else 'CPU time'} limit)", request, stderr)
-    return _failure("sim_worker_crash", f"the simulation worker exited with status {proc.returncode}", request, stderr)
-
-
-def _wait(proc: subprocess.Popen[bytes], payload: bytes, timeout: float,
-          cancel: threading.Event | None) -> bytes | None:
-    """The worker's stderr once it exits, or None after killing it (cancelled or out of time)."""
-    deadline = time.monotonic() + timeout
-    pending: bytes | None = payload
-    while True:
-        step = deadline - time.monotonic()
-        if cancel is not None:
-            step = min(step, CANCEL_POLL)
-        try:
-            _, err = proc.communicate(pending, timeout=max(step, 0.0))
-            return err
-        except subprocess.TimeoutExpired:
-            pending = None  # already handed to the worker; communicate() keeps writing it
-            if (cancel is not None and cancel.is_set()) or time.monotonic() >= deadline:
-                _kill(proc)
-                return None
-
-
-def _drain(fd: int, chunks: list[bytes]) -> None:
-    """Read the result pipe to its end (all writers closed: the worker exited or was killed)."""
-    with os.fdopen(fd, "rb", buffering=0) as f:
-        while True:
-            chunk = f.read(1 << 16)
-            if not chunk:
-                return
-            chunks.append(chunk)
-
-
-def _kill(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        proc.kill()
-    proc.wait()
-    for pipe in (proc.stdin, proc.stderr):
-        if pipe is not None:
-            try:
-                pipe.close()
-            except OSError:  # a half-written stdin reports the broken pipe on close
-                pass
-
-
-def _failure(code: str, message: str, request: dict[str, Any], stderr: str = "") -> dict[str, Any]:
-    path = request.get("kernel") or "?"
-    problem = Problem(code, message + (f"\n{stderr.strip()[-800:]}" if stderr.strip() and code == "sim_worker_crash" else ""),
-                      location=SourceLocation(path, 1))
-    return {"ok": True, "problem": problem.as_dict(), "stderr": stderr}
+    """One request without arrays; its reply body with ``sandbox`` and ``stderr`` added."""
+    reply = run_job(Job(request), timeout, memory_bytes, cancel)
+    body = dict(reply.body)
+    body["stderr"], body["sandbox"] = reply.stderr, reply.sandbox
+    return body

@@ -1,33 +1,38 @@
-"""Simulation worker process: ``python -m nki_agent.toolchain.worker`` reads one JSON request on stdin.
+"""Worker process: ``python -m nki_agent.toolchain.worker`` reads request frames on stdin (``wire.py``).
 
-Runs untrusted kernel and task code under resource limits (address space, CPU seconds) with the
-simulator's imports, and writes exactly one JSON result to the file descriptor it was given. User
-prints go to stderr so they can never corrupt the result. Before reading the request it asks the
-kernel to kill it when its parent dies (Linux), so a dead tool never leaves a worker burning CPU.
-A request's ``search_path`` (folders the kernel and task may import from after their own, e.g. the
-user's kernel folder for the fix agent's temp copies) is passed to ``tasks.load_module``; the worker
-then never writes bytecode, so those folders are only read.
+Runs untrusted kernel and task code — normally inside the OS jail ``sandbox.py`` puts it in — under
+rlimits it sets on itself before reading any user code (address space, CPU seconds, file size,
+descriptors, no core dumps), with the simulator's imports, and writes exactly one reply frame to the
+descriptor it was given. User prints go to stderr so they can never corrupt the reply (and the
+parent trusts nothing in it beyond array shapes and dtypes anyway). Before reading the request it
+asks the kernel to kill it when its parent dies (Linux). Ops: ``reference`` and ``kernel`` (the two
+worker roles of a verification, ``roles.py``), ``simulate`` and ``describe``. A request's
+``search_path`` (folders the kernel and task may import from after their own) is passed to
+``tasks.load_module``; the worker never writes bytecode.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import resource
 import signal
 import sys
 from typing import Any
 
+from . import wire
 from .errors import NkiError, Problem
 
 PR_SET_PDEATHSIG = 1  # prctl option from <linux/prctl.h>: signal sent to us when our parent thread exits
+MAX_REQUEST_BYTES = 4 << 30  # input arrays the parent sends (it drew them itself)
+FILE_BYTES = 64 << 20  # largest file the worker may write (it writes none; a disk fill stops here)
+OPEN_FILES = 256
 
 
 def _die_with_parent() -> None:
     """SIGKILL this worker when the parent dies; exit now if it already has (the fork/prctl race).
 
     The signal follows the parent *thread* that started us; ``sandbox.run`` blocks that thread until
-    we end, so it outlives us unless the whole parent dies."""
+    we end, so it outlives us unless the whole parent dies. In the jail bwrap does the same."""
     if sys.platform.startswith("linux"):
         try:
             import ctypes
@@ -37,65 +42,74 @@ def _die_with_parent() -> None:
         except (OSError, AttributeError):  # no libc symbol: keep the rlimits as the only backstop
             pass
     expected = os.environ.get("NKI_AGENT_PARENT_PID", "")
-    if expected.isdigit() and os.getppid() != int(expected):
+    if expected.isdigit() and expected != "0" and os.getppid() != int(expected):
         os._exit(3)  # re-parented before prctl took effect: the tool that wanted this result is gone
 
 
 def _limit(memory_bytes: int, cpu_seconds: int) -> None:
+    """Hard limits: kernel code cannot raise them again."""
+    limits = [(resource.RLIMIT_FSIZE, FILE_BYTES), (resource.RLIMIT_NOFILE, OPEN_FILES), (resource.RLIMIT_CORE, 0)]
     if memory_bytes > 0:
-        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+        limits.append((resource.RLIMIT_AS, memory_bytes))
     if cpu_seconds > 0:
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
+        limits.append((resource.RLIMIT_CPU, cpu_seconds))
+    for which, value in limits:
+        try:
+            soft, hard = resource.getrlimit(which)
+            cap = value if hard == resource.RLIM_INFINITY else min(value, hard)
+            resource.setrlimit(which, (cap, cap))
+        except (ValueError, OSError):
+            pass
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an over-large write fails with EFBIG instead of killing us
 
 
-def handle(req: dict[str, Any]) -> dict[str, Any]:
+def handle(req: dict[str, Any]) -> tuple[dict[str, Any], list[Any]]:
     from .tasks import search_path
 
     op = req.get("op")
     extra = search_path(req)
-    if extra:
-        sys.dont_write_bytecode = True  # imports from the user's folders must never write __pycache__ there
-    if op == "verify":
-        from .verify import verify_files
+    sys.dont_write_bytecode = True  # the user's folders are read, never written
+    if op == "reference":
+        from .roles import reference_role
 
-        res = verify_files(req["kernel"], req["task"], seeds=int(req.get("seeds", 3)), target=req.get("target"),
-                           kernel_name=req.get("kernel_name"), time_limit=req.get("time_limit"), search_path=extra)
-        return {"ok": True, "result": res.as_dict()}
-    if op == "verify_confined":
-        from .confined import worker_verify
+        return reference_role(req)
+    if op == "kernel":
+        from .roles import kernel_role
 
-        return worker_verify(req)
+        return kernel_role(req, lambda: wire.read(sys.stdin.buffer, MAX_REQUEST_BYTES))
     if op == "simulate":
         from .simulate import simulate_files
 
         return {"ok": True, "result": simulate_files(req["kernel"], req["task"], target=req.get("target"),
                                                      kernel_name=req.get("kernel_name"), seed=int(req.get("seed", 0)),
-                                                     time_limit=req.get("time_limit"), search_path=extra)}
+                                                     time_limit=req.get("time_limit"), search_path=extra)}, []
     if op == "describe":
         from .tasks import describe_task
 
-        return {"ok": True, "result": describe_task(req["task"], extra)}
-    return {"ok": False, "error": f"unknown op {op!r}"}
+        return {"ok": True, "result": describe_task(req["task"], extra)}, []
+    return {"ok": False, "error": f"unknown op {op!r}"}, []
 
 
 def main() -> int:
     _die_with_parent()  # before any user code is loaded
-    out_fd = int(os.environ.get("NKI_AGENT_RESULT_FD", "1"))
-    out = os.fdopen(os.dup(out_fd), "w")
+    out_fd = os.dup(int(os.environ.get("NKI_AGENT_RESULT_FD", "1")))
     os.dup2(2, 1)  # anything the kernel prints goes to stderr
+    arrays: list[Any] = []
     try:
-        req = json.loads(sys.stdin.read())
+        req, _ = wire.read(sys.stdin.buffer, 0)
         _limit(int(req.get("memory_bytes", 0)), int(req.get("cpu_seconds", 0)))
         sys.setrecursionlimit(min(sys.getrecursionlimit(), 3000))
-        reply = handle(req)
+        reply, arrays = handle(req)
     except NkiError as e:
         reply = {"ok": True, "problem": Problem.from_error(e).as_dict()}
     except MemoryError:
         reply = {"ok": False, "code": "sim_memory_limit", "error": "the kernel exceeded the simulation memory limit"}
     except Exception as e:  # a bug of ours or a malformed request: report, never hang
         reply = {"ok": False, "code": "sim_worker_crash", "error": f"{type(e).__name__}: {e}"}
-    out.write(json.dumps(reply, default=str))
-    out.flush()
+    try:
+        wire.write(out_fd, reply, arrays)
+    except (TypeError, ValueError) as e:  # an output the frame cannot carry
+        wire.write(out_fd, {"ok": False, "code": "sim_worker_crash", "error": f"unsendable reply: {e}"})
     return 0
 
 

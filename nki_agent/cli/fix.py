@@ -39,6 +39,8 @@ def command(
     sdk: str = typer.Option("auto", "--sdk-generation", help="API generation your Neuron SDK accepts: auto, "
                             "classic, new (new: classic kernels are migrated)."),
     apply: bool = typer.Option(False, "--apply", help="Write the verified kernel back to KERNEL."),
+    trust_local: bool = typer.Option(False, "--trust-local", help="Accept a kernel verified without the OS "
+                                     "sandbox (where namespaces are unavailable) for --apply and export-sft."),
     trajectory_dir: Optional[str] = typer.Option(None, "--trajectory-dir", help=f"Where to record the run "
                                                  f"(default: {default_dir()})."),
     no_trajectory: bool = typer.Option(False, "--no-trajectory", help="Do not record the run."),
@@ -78,7 +80,10 @@ def command(
 
     res = run_agent(snap, os.path.abspath(kernel), task, Router(tiers), cfg, self_task=self_task, on_event=show)
     applied = False
-    if apply and res.edit is not None:
+    refused = res.edit is not None and not res.trusted(trust_local)
+    if refused:
+        console.print(f"[yellow]{res.refusal()}[/yellow]")
+    if apply and res.edit is not None and not refused:
         with open(kernel, encoding="utf-8", newline="") as fh:
             now = Snapshot(snap.uri, None, fh.read())
         new_text = apply_if_current(now, snap, res.edit)
@@ -89,17 +94,19 @@ def command(
                 fh.write(new_text)
             applied = True
     if res.trajectory and res.edit is not None:
-        mark_accepted(res.trajectory, applied, "cli --apply" if apply else "cli, not applied")
+        mark_accepted(res.trajectory, applied, "cli --apply" if apply else "cli, not applied",
+                      trusted=res.trusted(trust_local))
     if json_out:
         print_json({"verdict": res.verdict, "reason": res.reason, "turns": res.turns, "tokens": res.usage.total,
                     "dollars": res.dollars, "seconds": round(res.seconds, 3), "routes": res.routes,
-                    "diff": res.diff, "applied": applied, "trajectory": res.trajectory})
+                    "diff": res.diff, "applied": applied, "trajectory": res.trajectory, "sandbox": res.sandbox,
+                    "refused": refused})
     else:
         if res.diff:
             console.print(res.diff, markup=False, highlight=False)
         console.print(res.summary(), markup=False)
         if applied:
             console.print(f"applied to {kernel}")
-        elif res.edit is not None:
+        elif res.edit is not None and not refused:
             console.print("not applied (use --apply)")
     raise typer.Exit(0 if res.ok else 1)

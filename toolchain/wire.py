@@ -1,0 +1,175 @@
+"""The byte stream between the parent and a worker: frames of one JSON header plus raw array bytes.
+
+A frame is ``MAGIC``, an 8-byte little-endian header length, the UTF-8 JSON header and then, for each
+entry of the header's ``arrays`` list (``{"dtype", "shape"}`` or ``null``), that many raw bytes in C
+order. The parent reads what an untrusted worker wrote with ``decode``: every size is checked against
+caps before anything is allocated, a dtype must be a plain numeric NumPy or ml_dtypes type, and the
+header must be a JSON object — nothing else in it is believed beyond shape and dtype. Requests go
+the other way with ``write`` on the worker's stdin; ``read`` is the worker's blocking reader.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from collections.abc import Sequence
+from typing import Any, BinaryIO
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, field_validator
+
+from . import dtypes
+
+MAGIC = b"NKIW1\n"
+MAX_HEADER_BYTES = 16 << 20  # problems, traces and settings; far beyond any real header
+MAX_DIMS = 8
+_LEN = struct.Struct("<Q")
+
+
+class WireError(ValueError):
+    """A frame that is truncated, oversized or malformed."""
+
+
+class ArrayMeta(BaseModel):
+    """Shape and dtype of one array in a frame: all the parent takes from an untrusted worker."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    dtype: str
+    shape: tuple[int, ...]
+
+    @field_validator("dtype")
+    @classmethod
+    def _plain_numeric(cls, v: str) -> str:
+        plain_dtype(v)
+        return v
+
+    @field_validator("shape")
+    @classmethod
+    def _sane(cls, v: tuple[int, ...]) -> tuple[int, ...]:
+        if len(v) > MAX_DIMS or any(d < 0 for d in v):
+            raise ValueError(f"shape {list(v)} is not a tensor shape")
+        return v
+
+    @property
+    def nbytes(self) -> int:
+        n = plain_dtype(self.dtype).itemsize
+        for d in self.shape:
+            n *= d
+        return n
+
+
+def plain_dtype(name: str) -> np.dtype[Any]:
+    """The dtype called ``name`` if it is a plain numeric type (no objects, records or strings)."""
+    try:
+        dt = dtypes.as_dtype(name)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"unknown dtype {name!r}") from e
+    if dt.kind not in "biufcV" or dt.fields is not None or dt.hasobject or dt.subdtype is not None \
+            or not 0 < dt.itemsize <= 16:
+        raise ValueError(f"dtype {name!r} is not a tensor dtype")
+    return dt
+
+
+def meta_of(a: np.ndarray) -> dict[str, Any]:
+    return {"dtype": dtypes.name(a.dtype), "shape": [int(d) for d in a.shape]}
+
+
+def encode(header: dict[str, Any], arrays: Sequence[np.ndarray | None] = ()) -> list[bytes | memoryview]:
+    """The frame's pieces (header bytes, then each array's buffer) ready to be written in order."""
+    arrs = [None if a is None else np.ascontiguousarray(a) for a in arrays]
+    head = dict(header, arrays=[None if a is None else meta_of(a) for a in arrs])
+    raw = json.dumps(head, default=str).encode("utf-8")
+    pieces: list[bytes | memoryview] = [MAGIC + _LEN.pack(len(raw)) + raw]
+    pieces += [memoryview(a).cast("B") if a.size else b"" for a in arrs if a is not None]
+    return pieces
+
+
+def write(fd: int, header: dict[str, Any], arrays: Sequence[np.ndarray | None] = ()) -> None:
+    """Write one frame to a raw descriptor (the worker's result pipe or the parent's stdin pipe)."""
+    for piece in encode(header, arrays):
+        view = memoryview(piece).cast("B")
+        while view:
+            view = view[os.write(fd, view):]
+
+
+def read(stream: BinaryIO, max_bytes: int) -> tuple[dict[str, Any], list[np.ndarray | None]]:
+    """Read one frame from a blocking stream (the worker's stdin): header and arrays."""
+    prefix = _exactly(stream, len(MAGIC) + _LEN.size)
+    header = _header(prefix, lambda n: _exactly(stream, n))
+    metas = _metas(header, max_bytes)
+    arrays = [None if m is None else _array(_exactly(stream, m.nbytes), m) for m in metas]
+    return header, arrays
+
+
+def decode(data: bytes | memoryview, max_bytes: int) -> tuple[dict[str, Any], list[np.ndarray | None], int]:
+    """Parse one frame at the start of ``data``: (header, arrays, bytes consumed). Raises ``WireError``."""
+    view = memoryview(data)
+    pos = len(MAGIC) + _LEN.size
+    if len(view) < pos:
+        raise WireError("the reply is truncated (no frame header)")
+
+    def take(n: int) -> bytes:
+        nonlocal pos
+        if len(view) < pos + n:
+            raise WireError("the reply is truncated")
+        out = bytes(view[pos:pos + n])
+        pos += n
+        return out
+
+    header = _header(bytes(view[:pos]), take)
+    arrays: list[np.ndarray | None] = []
+    for m in _metas(header, max_bytes):
+        if m is None:
+            arrays.append(None)
+            continue
+        if len(view) < pos + m.nbytes:
+            raise WireError("the reply is truncated (array data missing)")
+        arrays.append(_array(view[pos:pos + m.nbytes], m))
+        pos += m.nbytes
+    return header, arrays, pos
+
+
+def _header(prefix: bytes, take: Any) -> dict[str, Any]:
+    if prefix[: len(MAGIC)] != MAGIC:
+        raise WireError("the reply is not a result frame")
+    (n,) = _LEN.unpack(prefix[len(MAGIC):])
+    if n > MAX_HEADER_BYTES:
+        raise WireError(f"the reply header is {n} bytes (limit {MAX_HEADER_BYTES})")
+    try:
+        header = json.loads(take(n))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise WireError(f"the reply header is not JSON: {e}") from None
+    if not isinstance(header, dict):
+        raise WireError("the reply header is not an object")
+    return header
+
+
+def _metas(header: dict[str, Any], max_bytes: int) -> list[ArrayMeta | None]:
+    raw = header.get("arrays", [])
+    if not isinstance(raw, list) or len(raw) > 4096:
+        raise WireError("the reply's array list is malformed")
+    try:
+        metas = [None if m is None else ArrayMeta.model_validate(m) for m in raw]
+    except ValueError as e:
+        raise WireError(f"the reply describes an invalid array: {str(e).splitlines()[0][:200]}") from None
+    total = sum(m.nbytes for m in metas if m is not None)
+    if total > max_bytes:
+        raise WireError(f"the reply holds {total} bytes of arrays (limit {max_bytes})")
+    return metas
+
+
+def _array(buf: bytes | memoryview, m: ArrayMeta) -> np.ndarray:
+    return np.frombuffer(buf, dtype=plain_dtype(m.dtype)).reshape(m.shape).copy()
+
+
+def _exactly(stream: BinaryIO, n: int) -> bytes:
+    chunks, left = [], n
+    while left:
+        chunk = stream.read(left)
+        if not chunk:
+            raise WireError("the stream ended inside a frame")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)

@@ -34,7 +34,9 @@ def command(
         if res.get("ran"):
             console.print(f"simulated {kernel} on {res.get('target')} ({res.get('generation')} API) in "
                           f"{res.get('seconds', 0.0):.3f} s; peak SBUF {res.get('peak_sbuf_bytes', 0) // 128} B/partition, "
-                          f"peak PSUM {res.get('peak_psum_bytes', 0) // 128} B/partition", markup=False)
+                          f"peak PSUM {res.get('peak_psum_bytes', 0) // 128} B/partition"
+                          + (" (UNSANDBOXED: no OS jail on this machine)" if res.get("sandbox") == "unsandboxed" else ""),
+                          markup=False)
             for i, o in enumerate(res.get("outputs", [])):
                 console.print(f"  output {i}: {o['dtype']}{o['shape']} min={o['min']} max={o['max']} NaN={o['nan']}",
                               markup=False)

@@ -16,6 +16,8 @@ def summary_line(res: dict[str, Any]) -> str:
     if not res.get("compiled"):
         return "did not run"
     verdict = "correct" if res.get("correct") else "INCORRECT"
+    if res.get("sandbox") == "unsandboxed":
+        verdict += " (UNSANDBOXED: no OS jail on this machine)"
     return (f"{verdict} on {len(res.get('seeds', []))} seed(s), target {res.get('target')}: max abs err "
             f"{res.get('max_abs_error', 0.0):.3g}, max rel err {res.get('max_rel_error', 0.0):.3g}, "
             f"{res.get('mismatches', 0)} mismatching element(s)")

@@ -19,6 +19,8 @@ def title(run: RunResult | None, backend: str) -> str:
         return "NKI: not verified — Verify"
     raw = run.raw
     target = raw.get("target") or "?"
+    if raw.get("sandbox") == "unsandboxed":  # namespaces unavailable: say so where the verdict is shown
+        backend += ", UNSANDBOXED"
     if raw.get("correct"):
         return f"NKI: ✓ verified on {target} ({backend}), max error {raw.get('max_abs_error', 0):.3g} — Verify again"
     if raw.get("compiled"):

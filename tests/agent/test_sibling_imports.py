@@ -76,7 +76,7 @@ def test_a_kernel_importing_a_sibling_compiles_and_verifies_confined(tmp_path: P
         compiled = tools.compile(tools.code)
         assert compiled.content.startswith("compile: OK"), compiled.content
         verified = tools.verify(tools.code)
-        assert verified.verified and verified.raw.get("confined"), verified.content
+        assert verified.verified and verified.raw.get("sandbox") == "bwrap", verified.content
     finally:
         tools.close()
     assert _tree(proj) == before
@@ -91,7 +91,7 @@ def test_a_kernel_importing_a_sibling_verifies_unconfined(tmp_path: Path) -> Non
         compiled = tools.compile(tools.code)
         assert compiled.content.startswith("compile: OK"), compiled.content
         verified = tools.verify(tools.code)
-        assert verified.verified and not verified.raw.get("confined"), verified.content
+        assert verified.verified and verified.raw.get("sandbox") == "in-process", verified.content
     finally:
         tools.close()
         sys.modules.pop(module, None)
@@ -113,7 +113,7 @@ def test_the_agent_repairs_a_kernel_that_imports_a_sibling(tmp_path: Path) -> No
 
 def test_importing_the_task_through_the_folder_is_refused(tmp_path: Path) -> None:
     """The task sits in the user's folder, next to a bytecode copy a normal run left behind; the static
-    guard refuses ``import task`` and, were it fooled, confined verification refuses it too."""
+    guard refuses ``import task`` and, were it fooled, the kernel's jail shows the task (and its cache) empty."""
     import py_compile
 
     proj, kernel, _ = _folder(tmp_path)
@@ -126,9 +126,9 @@ def test_importing_the_task_through_the_folder_is_refused(tmp_path: Path) -> Non
     try:
         static = tools.run(ToolCall("c1", "verify", {"code": cheat}))
         assert static.is_error and static.content.startswith("refused"), static.content
-        confined = tools.verify(cheat)  # past the static guard: the audit-hook guard still holds
-        assert not confined.verified
-        assert "sim_sandbox_violation" in [d.code for d in confined.diagnostics], confined.content
+        jailed = tools.verify(cheat)  # past the static guard: the jail still holds
+        assert not jailed.verified
+        assert "has no attribute 'reference'" in jailed.content, jailed.content
     finally:
         tools.close()
     assert _tree(proj) == before
@@ -136,16 +136,17 @@ def test_importing_the_task_through_the_folder_is_refused(tmp_path: Path) -> Non
 
 def test_the_users_original_of_a_self_task_file_is_closed_and_shadowed(tmp_path: Path) -> None:
     """For a file that is its own task the user's original holds the reference: opening it is refused,
-    and ``import kernel`` finds the candidate copy (marked ``CANDIDATE``), not the original."""
+    reads as empty in the kernel's jail, and ``import kernel`` finds the candidate copy (marked
+    ``CANDIDATE``), not the original."""
     _, kernel, task = _folder(tmp_path, self_task=True)
     tools = ToolBox(str(kernel), kernel.read_text(), str(task), self_task=True, seeds=1)
     probe = ("CANDIDATE = True\nimport kernel as _me\n"
              "assert getattr(_me, 'CANDIDATE', False), 'the original was imported'\n")
     try:
         assert tools.protect == (str(kernel),)
-        cheat = f"import nki\n_src = open({str(kernel)!r}).read()\n"
+        cheat = f"import nki\nif open({str(kernel)!r}).read():\n    raise RuntimeError('read the original')\n"
         read = tools.verify(kernel.read_text().replace("import nki\n", cheat, 1))
-        assert not read.verified and "sim_sandbox_violation" in [d.code for d in read.diagnostics], read.content
+        assert read.verified, read.content  # it ran and found the original empty
         shadowed = tools.verify(kernel.read_text().replace("import nki\n", "import nki\n" + probe, 1))
         assert shadowed.verified, shadowed.content
     finally:

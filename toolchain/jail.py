@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 JAIL = "bwrap"
 UNSANDBOXED = "unsandboxed"
+JAIL_ID = 65534  # uid and gid inside the jail ("nobody"): no capability in its user namespace either
 JOB_DIR = "/job"  # the worker's cwd and HOME inside the jail
 TMPFS_BYTES = 256 << 20  # each of /job and /tmp: kernels write nothing; a disk fill stops here
 PROBE_TIMEOUT = 20.0  # seconds for the one probe run of a jail (python start-up on a loaded machine)
@@ -224,7 +225,8 @@ def command(spec: JailSpec, argv: Sequence[str], bwrap: str | None = None, secco
     ``seccomp_fd``: the inherited descriptor holding the filter (``open_seccomp``), if any."""
     out = [bwrap or binary(), "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
            "--unshare-uts", "--unshare-cgroup-try", "--disable-userns", "--die-with-parent", "--new-session",
-           "--cap-drop", "ALL", "--hostname", "nki-jail", "--tmpfs", "/"]
+           "--cap-drop", "ALL", "--uid", str(JAIL_ID), "--gid", str(JAIL_ID), "--hostname", "nki-jail",
+           "--tmpfs", "/"]
     for d in SYSTEM_DIRS:
         if os.path.islink(d):
             out += ["--symlink", os.readlink(d), d]

@@ -31,7 +31,7 @@ def _digest(a: np.ndarray | None) -> str:
     if a is None:
         return ""
     arr = np.ascontiguousarray(a)
-    return hashlib.sha256(repr((str(arr.dtype), arr.shape)).encode() + memoryview(arr).cast("B")).hexdigest()
+    return hashlib.sha256(repr((str(arr.dtype), arr.shape)).encode() + arr.reshape(-1).view(np.uint8).tobytes()).hexdigest()
 
 
 def verify(kernel: str, task: str, seeds: int, target: str | None, kernel_name: str | None, timeout: float,

@@ -82,7 +82,8 @@ def encode(header: dict[str, Any], arrays: Sequence[np.ndarray | None] = ()) -> 
     head = dict(header, arrays=[None if a is None else meta_of(a) for a in arrs])
     raw = json.dumps(head, default=str).encode("utf-8")
     pieces: list[bytes | memoryview] = [MAGIC + _LEN.pack(len(raw)) + raw]
-    pieces += [memoryview(a).cast("B") if a.size else b"" for a in arrs if a is not None]
+    # as bytes: ml_dtypes types (bfloat16, fp8) have no buffer-protocol format of their own
+    pieces += [memoryview(a.reshape(-1).view(np.uint8)) if a.size else b"" for a in arrs if a is not None]
     return pieces
 
 

@@ -1,11 +1,21 @@
-"""The JSON-RPC read loop, hardened: size caps, malformed frames, and one answer per request.
+"""The JSON-RPC read loop, hardened: framing, size caps, malformed frames, and one answer per request.
 
-pygls' own loop (``pygls.io_.run_async``) reads any ``Content-Length`` it is given, and a request whose
-params do not match the LSP types gets *no* response (the deserialisation error escapes before the
-request id is known) plus a ``showMessage`` popup. Here every frame is first parsed as plain JSON;
-a request (``id`` + ``method``) that cannot be structured, is too large, arrives after ``shutdown``
-or has an invalid shape is answered with the JSON-RPC error it deserves (-32602, -32600). Frames
-without an id are logged and dropped. Header lines are read with a length limit.
+Framing (``Framer``): bytes in, frame bodies out, never stuck on a bad frame. A frame is header
+lines (``Content-Length`` required, other ``token: value`` lines ignored, CRLF or LF) and a blank
+line, then the body. Anything else -- garbage between frames, a header line over 8 KB, a bad
+(non-numeric, negative, over 20 digits) or conflicting ``Content-Length``, a missing blank line --
+drops the frame with ONE log line and resynchronises on the next ``Content-Length: N`` line. That
+line, with its raw newline right after the digits, can never occur inside a JSON body, so it also
+proves a body cut short: a declared length that runs into the next header (too long, or an absurd
+10^12) ends the frame there instead of swallowing what follows, and a body that is not JSON (too
+short a length) is searched for the next header. Bodies over the size cap (64 MB) are streamed past,
+never stored.
+
+Dispatch: every frame is first parsed as plain JSON (pygls' own loop reads any ``Content-Length``
+it is given, and a request whose params do not match the LSP types gets *no* response plus a
+``showMessage`` popup); a request (``id`` + ``method``) that cannot be structured, is too large, was
+cut short by bad framing, arrives after ``shutdown`` or has an invalid shape is answered with the
+JSON-RPC error it deserves (-32602, -32600). Frames without an id are logged and dropped.
 """
 
 from __future__ import annotations
@@ -18,6 +28,7 @@ import queue
 import re
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any, BinaryIO, Protocol
 
 from pygls.exceptions import (
@@ -33,15 +44,22 @@ log = logging.getLogger(__name__)
 # a 5 MB document is ~ 12 MB of JSON after escaping; beyond 64 MB is abuse (env override for tests)
 MAX_MESSAGE_BYTES = int(os.environ.get("NKI_AGENT_MAX_MESSAGE_BYTES", str(64 * 1024 * 1024)))
 MAX_HEADER_LINE = 8192
-_CONTENT_LENGTH = re.compile(rb"^content-length:\s*(\d+)\s*$", re.IGNORECASE)
+MAX_HEADER_BLOCK = 64 * 1024
 _ID = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
 _CHUNK = 1 << 20
+_HEAD = 4096  # bytes of an oversize body kept to find its request id
+# A Content-Length line as it can never occur inside a JSON body (a raw newline right after the digits).
+_FRAME_START = re.compile(rb"content-length[ \t]{0,32}:[ \t]{0,32}\d{1,20}[ \t]{0,32}\r?\n", re.IGNORECASE)
+_OVERLAP = 136  # longer than any _FRAME_START match
+_DIGIT_OR_BLANK = frozenset(b"0123456789 \t")
+_CL_LINE = re.compile(rb"content-length[ \t]*:(.*)\Z", re.IGNORECASE | re.DOTALL)
+_OTHER_HEADER = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+[ \t]*:[^\x00-\x08\x0a-\x1f\x7f]*\Z")
 
 
 class AsyncReader(Protocol):
-    async def readline(self) -> bytes: ...
-
-    async def read(self, n: int) -> bytes: ...
+    async def read_some(self, n: int) -> bytes:
+        """Up to ``n`` bytes, as soon as any are available; ``b""`` at EOF."""
+        ...
 
 
 def _settle(fut: asyncio.Future[bytes], value: bytes | None, exc: BaseException | None) -> None:
@@ -78,11 +96,8 @@ class StdinReader:
         self.jobs.put((fn, n, loop, fut))
         return fut
 
-    async def readline(self) -> bytes:
-        return await self._submit(self.stdin.readline, MAX_HEADER_LINE)
-
-    async def read(self, n: int) -> bytes:
-        return await self._submit(self.stdin.read, n)
+    async def read_some(self, n: int) -> bytes:
+        return await self._submit(getattr(self.stdin, "read1", self.stdin.read), n)
 
 
 class StreamReader:
@@ -91,19 +106,8 @@ class StreamReader:
     def __init__(self, reader: asyncio.StreamReader) -> None:
         self.reader = reader
 
-    async def readline(self) -> bytes:
-        try:
-            return await self.reader.readuntil(b"\n")
-        except asyncio.IncompleteReadError as e:
-            return e.partial
-        except asyncio.LimitOverrunError as e:
-            return await self.reader.read(e.consumed)
-
-    async def read(self, n: int) -> bytes:
-        try:
-            return await self.reader.readexactly(n)
-        except asyncio.IncompleteReadError as e:
-            return e.partial
+    async def read_some(self, n: int) -> bytes:
+        return await self.reader.read(n)
 
 
 class SafeWriter:
@@ -143,13 +147,18 @@ def _valid_id(v: Any) -> bool:
     return (isinstance(v, int) and not isinstance(v, bool)) or isinstance(v, str)
 
 
-def dispatch(protocol: JsonRPCProtocol, body: bytes) -> None:
-    """Handle one frame body; never raises."""
+def dispatch(protocol: JsonRPCProtocol, body: bytes) -> bool:
+    """Handle one frame body; never raises. False: the body is not JSON (the framing may be off)."""
     try:
         raw = json.loads(body)
     except (ValueError, RecursionError) as exc:
         log.warning("dropped a frame that is not JSON: %s", exc)
-        return
+        return False
+    _handle(protocol, raw, body)
+    return True
+
+
+def _handle(protocol: JsonRPCProtocol, raw: Any, body: bytes) -> None:
     if not isinstance(raw, dict):
         log.warning("dropped a frame that is not a JSON object (%s)", type(raw).__name__)
         return
@@ -193,50 +202,193 @@ def dispatch(protocol: JsonRPCProtocol, body: bytes) -> None:
             _error(protocol, msg_id, JsonRpcInternalError(str(exc)[:200]))
 
 
-async def _discard(reader: AsyncReader, n: int) -> bytes:
-    """Skip ``n`` bytes, keeping the first chunk (to find the request id)."""
-    head = b""
-    while n > 0:
-        chunk = await reader.read(min(n, _CHUNK))
-        if not chunk:
-            break
-        if not head:
-            head = chunk
-        n -= len(chunk)
-    return head
+def _answer_cut(protocol: JsonRPCProtocol, prefix: bytes, reason: str) -> None:
+    """A request whose frame was cut short by bad framing still gets its one answer (an error)."""
+    try:
+        raw = json.loads(prefix)
+    except (ValueError, RecursionError):
+        return
+    if isinstance(raw, dict) and isinstance(raw.get("method"), str) and _valid_id(raw.get("id")):
+        _error(protocol, raw["id"], JsonRpcInvalidRequest(f"frame dropped: {reason}"))
+
+
+class Framer:
+    """Bytes in, frame bodies out (``feed`` as data arrives, ``close`` at EOF); never raises on input.
+
+    Modes: ``headers`` (line by line), ``body`` (a body within the size cap, kept until complete),
+    ``skip`` (an oversize body, streamed past: only its first bytes are kept) and ``resync`` (after a
+    bad frame: bytes are skipped up to the next ``_FRAME_START``). Offsets are positions in the stream;
+    ``buf`` holds the stream from ``base`` on, and only what a mode still needs is kept.
+    """
+
+    def __init__(self, on_frame: Callable[[bytes], bool], on_cut: Callable[[bytes, str], None],
+                 on_oversize: Callable[[bytes], None], max_bytes: int = MAX_MESSAGE_BYTES) -> None:
+        self.on_frame, self.on_cut, self.on_oversize, self.max_bytes = on_frame, on_cut, on_oversize, max_bytes
+        self.buf = bytearray()
+        self.base = 0  # stream offset of buf[0]
+        self.pos = 0  # headers: the next line; body/skip: the body's first byte
+        self.mode = "headers"
+        self.length: int | None = None  # Content-Length of the current header block
+        self.headers = 0  # other header lines in the current block
+        self.block = 0  # bytes in the current header block
+        self.end = 0  # body/skip: where the body ends
+        self.head = b""  # skip: the body's first bytes
+        self.floor = 0  # body/skip/resync: a frame start found must begin here or later
+        self.scanned = 0  # body/skip/resync: every newline before this was checked
+        self.reason: str | None = None  # resync: what was dropped (None: already logged)
+        self.origin = 0  # resync: where the dropped bytes begin
+
+    # -- input ---------------------------------------------------------------------------------
+    def feed(self, data: bytes) -> None:
+        self.buf += data
+        while self._step():
+            pass
+        keep = self.pos if self.mode in ("headers", "body") else max(self.floor, self.scanned - _OVERLAP)
+        if self.mode == "skip" and len(self.head) < min(_HEAD, self.end - self.floor):
+            keep = self.floor  # the request id is still being read
+        if keep > self.base:
+            del self.buf[:keep - self.base]
+            self.base = keep
+
+    def close(self) -> None:
+        """End of input: report a frame left open."""
+        if self.mode == "resync" and self.reason:
+            log.warning("dropped %s; skipped %d bytes up to the end of input", self.reason,
+                        self.base + len(self.buf) - self.origin)
+        elif self.mode in ("body", "skip"):
+            log.warning("input ended inside a frame (%d of %d bytes)", self.base + len(self.buf) - self.floor,
+                        self.end - self.floor)
+
+    # -- the modes -------------------------------------------------------------------------------
+    def _step(self) -> bool:
+        if self.mode == "headers":
+            return self._header_line()
+        if self.mode == "resync":
+            return self._resync_step()
+        return self._body_step()
+
+    def _header_line(self) -> bool:
+        i = self.pos - self.base
+        nl = self.buf.find(b"\n", i, i + MAX_HEADER_LINE)
+        if nl < 0:
+            if len(self.buf) - i >= MAX_HEADER_LINE:
+                self._resync(self.pos, f"a frame with a header line over {MAX_HEADER_LINE} bytes")
+                return True
+            return False
+        start, line = self.pos, bytes(self.buf[i:nl + 1]).strip()
+        self.pos = self.base + nl + 1
+        self.block += nl + 1 - i
+        if self.block > MAX_HEADER_BLOCK:
+            self._resync(start, f"a frame with a header block over {MAX_HEADER_BLOCK} bytes")
+        elif not line:
+            if self.length is not None:
+                self._begin_body(self.length)
+            elif self.headers:
+                self._resync(self.pos, "a header block without Content-Length", 0)
+            else:
+                self.block = 0  # a blank line between frames
+        elif m := _CL_LINE.match(line):
+            value = m.group(1).strip()
+            if not value.isdigit() or len(value) > 20:
+                self._resync(start, f"a frame with a bad Content-Length {value[:40].decode('latin-1')!r}")
+            elif self.length is not None and self.length != int(value):
+                self._resync(start, f"a frame with conflicting Content-Length headers ({self.length}, {int(value)})")
+            else:
+                self.length = int(value)
+        elif _OTHER_HEADER.match(line):
+            self.headers += 1
+        elif self.length is not None or self.headers:
+            self._resync(start, "a frame whose header block has a line that is not a header (no blank line?)")
+        else:
+            self._resync(start, "bytes between frames that are not a header")
+        return True
+
+    def _begin_body(self, n: int) -> None:
+        self.mode = "body" if n <= self.max_bytes else "skip"
+        self.floor = self.scanned = self.pos
+        self.end = self.pos + n
+        self.head = b""
+
+    def _next_headers(self, at: int) -> None:
+        self.mode, self.pos = "headers", at
+        self.length, self.headers, self.block = None, 0, 0
+
+    def _resync(self, origin: int, reason: str | None, skip: int = 1) -> None:
+        """Drop from ``origin`` on, up to the next frame start after ``origin + skip``."""
+        self.mode, self.reason, self.origin = "resync", reason, origin
+        self.floor = self.scanned = origin + skip
+        self.length, self.headers, self.block = None, 0, 0
+
+    def _find_frame_start(self) -> int | None:
+        """The first ``_FRAME_START`` at or after ``floor`` whose newline is past ``scanned``; advances ``scanned``."""
+        buf, base = self.buf, self.base
+        nl = buf.find(b"\n", self.scanned - base)
+        while nl >= 0:
+            k = nl - 1 if nl > 0 and buf[nl - 1] == 13 else nl  # 13: CR
+            if k > 0 and buf[k - 1] in _DIGIT_OR_BLANK:  # else no Content-Length line ends here
+                m = _FRAME_START.search(buf, max(self.floor - base, nl + 1 - _OVERLAP, 0), nl + 1)
+                if m:
+                    self.scanned = base + nl + 1
+                    return base + m.start()
+            nl = buf.find(b"\n", nl + 1)
+        self.scanned = base + len(buf)
+        return None
+
+    def _resync_step(self) -> bool:
+        at = self._find_frame_start()
+        if at is None:
+            return False
+        if self.reason:
+            log.warning("dropped %s; skipped %d bytes to the next header", self.reason, at - self.origin)
+        else:
+            log.debug("skipped %d bytes to the next header", at - self.origin)
+        self._next_headers(at)
+        return True
+
+    def _body_step(self) -> bool:
+        avail = self.base + len(self.buf)
+        start, n = self.floor, self.end - self.floor
+        if self.mode == "skip" and len(self.head) < _HEAD and start >= self.base:
+            self.head = bytes(self.buf[start - self.base:min(self.end, start + _HEAD) - self.base])
+        if self.mode == "body" and avail >= self.end:  # complete: a body that is not JSON is searched
+            body = bytes(self.buf[start - self.base:self.end - self.base])
+            self._next_headers(self.end)
+            if not self.on_frame(body):
+                self._resync(start, None, 0)
+            return True
+        at = self._find_frame_start()
+        if at is not None and at < self.end:
+            reason = f"its Content-Length ({n}) runs {at - start} bytes into the next frame's header"
+            log.warning("dropped a frame: %s", reason)
+            self.on_cut(self.head[:at - start] if self.mode == "skip" else
+                        bytes(self.buf[start - self.base:at - self.base]), reason)
+            self._next_headers(at)
+            return True
+        if self.mode == "skip" and (avail >= self.end or at is not None):
+            log.warning("dropped a %d-byte message (limit %d)", n, self.max_bytes)
+            self.on_oversize(self.head)
+            self._next_headers(self.end)
+            return True
+        return False
 
 
 async def read_loop(reader: AsyncReader, protocol: JsonRPCProtocol, stop: threading.Event,
                     max_bytes: int = MAX_MESSAGE_BYTES) -> None:
     """Read frames until EOF or ``stop``; each is handled by ``dispatch``."""
-    length: int | None = None
+
+    def oversize(head: bytes) -> None:
+        mid = _ID.search(head)
+        if mid and b'"method"' in head:
+            _error(protocol, json.loads(mid.group(1)), JsonRpcInvalidRequest(f"message larger than {max_bytes} bytes"))
+
+    framer = Framer(lambda body: dispatch(protocol, body), lambda prefix, why: _answer_cut(protocol, prefix, why),
+                    oversize, max_bytes)
     while not stop.is_set():
-        header = await reader.readline()
-        if not header:
+        data = await reader.read_some(_CHUNK)
+        if not data:
+            framer.close()
             break
-        if not header.endswith(b"\n"):  # an over-long header line: resynchronise on the next one
-            log.warning("dropped an over-long header line")
-            continue
-        m = _CONTENT_LENGTH.match(header.strip())
-        if m:
-            length = int(m.group(1))
-            continue
-        if header.strip():
-            continue  # other headers (Content-Type) are ignored
-        if length is None:
-            continue  # a blank line without a length: noise between frames
-        n, length = length, None
-        if n > max_bytes:
-            head = await _discard(reader, n)
-            log.warning("dropped a %d-byte message (limit %d)", n, max_bytes)
-            mid = _ID.search(head[:4096])
-            if mid and b'"method"' in head:
-                _error(protocol, json.loads(mid.group(1)), JsonRpcInvalidRequest(f"message larger than {max_bytes} bytes"))
-            continue
-        body = await reader.read(n)
-        if len(body) < n:
-            break
-        dispatch(protocol, body)
+        framer.feed(data)
 
 
 def start_io(protocol: JsonRPCProtocol, stop: threading.Event, stdin: BinaryIO | None = None,

@@ -22,6 +22,11 @@ def _val(x: Any) -> Any:
     return x
 
 
+def _tile(x: Any) -> bool:
+    """A simulator tile (it opts out of NumPy ufuncs): it computes ``index op tile`` itself, as an NKI op."""
+    return getattr(type(x), "__array_ufunc__", 0) is None
+
+
 class Mask:
     """A compile-time predicate over index expressions (combined only with ``&`` and ``|``)."""
 
@@ -31,12 +36,16 @@ class Mask:
         self.values = values
 
     def __and__(self, other: Any) -> "Mask":
+        if _tile(other):
+            return NotImplemented
         o = other.values if isinstance(other, Mask) else np.asarray(other, dtype=bool)
         return Mask(np.logical_and(self.values, o))
 
     __rand__ = __and__
 
     def __or__(self, other: Any) -> "Mask":
+        if _tile(other):
+            return NotImplemented
         o = other.values if isinstance(other, Mask) else np.asarray(other, dtype=bool)
         return Mask(np.logical_or(self.values, o))
 
@@ -95,21 +104,30 @@ class Index:
 
     # arithmetic (affine and the integer ops kernels use) ----------------------------------------
     def _bin(self, other: Any, fn: Any) -> "Index":
+        if _tile(other):
+            return NotImplemented  # type: ignore[no-any-return]
         return Index(fn(self.values, _val(other)))
 
+    def _rbin(self, other: Any, fn: Any) -> "Index":
+        if _tile(other):
+            return NotImplemented  # type: ignore[no-any-return]
+        return Index(fn(_val(other), self.values))
+
     def __add__(self, o: Any) -> "Index": return self._bin(o, np.add)
-    def __radd__(self, o: Any) -> "Index": return Index(np.add(_val(o), self.values))
+    def __radd__(self, o: Any) -> "Index": return self._rbin(o, np.add)
     def __sub__(self, o: Any) -> "Index": return self._bin(o, np.subtract)
-    def __rsub__(self, o: Any) -> "Index": return Index(np.subtract(_val(o), self.values))
+    def __rsub__(self, o: Any) -> "Index": return self._rbin(o, np.subtract)
     def __mul__(self, o: Any) -> "Index": return self._bin(o, np.multiply)
-    def __rmul__(self, o: Any) -> "Index": return Index(np.multiply(_val(o), self.values))
+    def __rmul__(self, o: Any) -> "Index": return self._rbin(o, np.multiply)
     def __floordiv__(self, o: Any) -> "Index": return self._bin(o, np.floor_divide)
-    def __rfloordiv__(self, o: Any) -> "Index": return Index(np.floor_divide(_val(o), self.values))
+    def __rfloordiv__(self, o: Any) -> "Index": return self._rbin(o, np.floor_divide)
     def __mod__(self, o: Any) -> "Index": return self._bin(o, np.mod)
     def __neg__(self) -> "Index": return Index(-self.values)
 
     # comparisons build masks ---------------------------------------------------------------------
     def _cmp(self, other: Any, fn: Any) -> Mask:
+        if _tile(other):
+            return NotImplemented  # type: ignore[no-any-return]
         return Mask(fn(self.values, _val(other)))
 
     def __lt__(self, o: Any) -> Mask: return self._cmp(o, np.less)

@@ -22,7 +22,7 @@ from .language import UnsupportedApi
 from .ops import common as c
 from .ops import isa as core
 from .ops.matmul import matmul_values, transpose_values
-from .tensor import Tensor
+from .tensor import Tensor, describe, values_of, write_into
 
 
 class engine(enum.IntEnum):
@@ -198,10 +198,10 @@ def dma_copy(dst: Any = None, src: Any = None, mask: Any = None, dst_rmw_op: Any
     if dst.buffer.kind == "psum":
         raise NkiError("err_unsupported_memory", "dma_copy cannot write PSUM", caller_location(), c.where(dst))
     m = c.mask_of(mask)
-    vals = src.read(m)
+    vals = values_of(src, m)
     if vals.size != dst.size:
         raise NkiError("sim_shape_mismatch",
-                       f"dma_copy element counts differ: src {src.describe()} has {vals.size}, dst {dst.describe()} "
+                       f"dma_copy element counts differ: src {describe(src)} has {vals.size}, dst {describe(dst)} "
                        f"has {dst.size}", caller_location(), c.where(src) + c.where(dst))
     vals = vals.reshape(dst.shape)
     if vals.dtype != dst.dtype:
@@ -209,7 +209,7 @@ def dma_copy(dst: Any = None, src: Any = None, mask: Any = None, dst_rmw_op: Any
     if dst_rmw_op is not None:
         cur = c.fp32(dst)
         vals = c.apply_alu("dma_copy", dst_rmw_op, cur, dtypes.to_fp32(vals))
-    dst.write(vals, m)
+    write_into(dst, vals, m)
 
 
 def c_bn_stats(data: Any, mask: Any = None, dtype: Any = None, **kw: Any) -> Tensor:
@@ -304,7 +304,7 @@ def n_memset(dst: Any, value: Any, engine: Any = None, name: Any = None) -> None
     if dtypes.is_int(dst.dtype) and isinstance(value, float) and not float(value).is_integer():
         raise NkiError("sim_invalid_argument", f"memset value {value} must be an integer for {dtypes.name(dst.dtype)} dst",
                        caller_location())
-    dst.write(np.full(dst.shape, value, dtype=np.float64 if not dtypes.is_int(dst.dtype) else np.int64))
+    write_into(dst, np.full(dst.shape, value, dtype=np.float64 if not dtypes.is_int(dst.dtype) else np.int64))
 
 
 def n_affine_select(dst: Any, pattern: Any, channel_multiplier: Any, on_true_tile: Any, on_false_value: Any,

@@ -24,7 +24,8 @@ from ..location import caller_location, traceback_location
 from ..targets import Target
 from . import runtime
 from .buffers import Buffer
-from .tensor import Tensor, wrap_array
+from .tensor import (HOST_ACCESS, Tensor, TensorAttributeError, called_function, host_access_error, host_copy,
+                     storage_of, wrap_array)
 
 
 @dataclass
@@ -52,6 +53,9 @@ class LaunchRecord:
     warnings: list[Any] = field(default_factory=list)
     mutated_inputs: list[str] = field(default_factory=list)
 
+
+# NumPy's message for a ufunc called on an operand with ``__array_ufunc__ = None``
+_UFUNC_REFUSED = "does not support ufuncs (__array_ufunc__=None)"
 
 DEFAULTS: contextvars.ContextVar[LaunchDefaults] = contextvars.ContextVar("nki_launch", default=LaunchDefaults())
 
@@ -154,8 +158,14 @@ def launch(kernel: Kernel, grid: tuple[int, ...], args: tuple[Any, ...], kwargs:
             sim.shared_seen.clear()
             try:
                 result = func(*params.args, **params.kwargs)
+            except TensorAttributeError as e:
+                if e.location is None:  # special names are refused without looking up the caller (probes)
+                    e.location = traceback_location(e.__traceback__)
+                raise
             except NkiError:
                 raise
+            except (TypeError, AttributeError) as e:
+                raise _python_error(e) from e
             except RecursionError as e:
                 raise NkiError("sim_python_exception", f"RecursionError: {e}", traceback_location(e.__traceback__)) from e
             except MemoryError as e:
@@ -170,7 +180,7 @@ def launch(kernel: Kernel, grid: tuple[int, ...], args: tuple[Any, ...], kwargs:
         outputs = _to_numpy(result)
         if any(type(a).__module__.startswith("torch") for a in list(args) + list(kwargs.values())):
             outputs = _to_torch(outputs)  # a torch caller gets torch tensors back, as from a real device
-        record.mutated_inputs = [n for n, v in params.arguments.items() if isinstance(v, Tensor) and v.storage.mutated]
+        record.mutated_inputs = [n for n, v in params.arguments.items() if isinstance(v, Tensor) and storage_of(v).mutated]
         _write_back(func, params, args, kwargs)
     record.outputs = outputs
     record.trace = sim.trace
@@ -181,6 +191,19 @@ def launch(kernel: Kernel, grid: tuple[int, ...], args: tuple[Any, ...], kwargs:
     if defaults.observer is not None:
         defaults.observer(record)
     return outputs
+
+
+def _python_error(e: Exception) -> NkiError:
+    """A TypeError / AttributeError of kernel code; NumPy's refusal of a tile (an explicit ufunc call,
+    ``__array_ufunc__ = None``) and generic attribute lookups on a tile are host access."""
+    loc = traceback_location(e.__traceback__)
+    text = str(e)
+    if isinstance(e, TypeError) and _UFUNC_REFUSED in text:
+        return host_access_error(called_function(loc, "a NumPy ufunc"), loc)
+    if isinstance(e, AttributeError) and text.startswith("'Tensor' object has no attribute"):
+        # object.__getattribute__(t, name) and the like skip Tensor.__getattr__
+        return NkiError(HOST_ACCESS, f"{text}: simulator internals are not part of NKI", loc)
+    return NkiError("sim_python_exception", f"{type(e).__name__}: {e}", loc)
 
 
 def kernel_location(kernel: Kernel) -> SourceLocation | None:
@@ -206,10 +229,12 @@ def _write_back(func: Callable[..., Any], params: inspect.BoundArguments, args: 
         return
     for name, value in params.arguments.items():
         src = original.get(name)
-        if isinstance(value, Tensor) and value.storage.mutated and isinstance(src, np.ndarray) \
-                and src.flags.writeable and src.shape == value.storage.array.shape \
-                and src.dtype == value.storage.array.dtype:
-            src[...] = value.storage.array
+        if not isinstance(value, Tensor):
+            continue
+        st = storage_of(value)
+        if st.mutated and isinstance(src, np.ndarray) and src.flags.writeable and src.shape == st.array.shape \
+                and src.dtype == st.array.dtype:
+            src[...] = st.array
 
 
 def _check_grid(target: Target, kernel: Kernel, grid: tuple[int, ...]) -> None:
@@ -253,8 +278,9 @@ def _to_tensor(value: Any, name: str, generation: str, mutable: bool) -> Any:
             return type(value)(_to_tensor(v, f"{name}[{i}]", generation, mutable) for i, v in enumerate(value))
         return value
     t = wrap_array(arr, Buffer("hbm", shared=True, label="shared_hbm"), name)
-    t.storage.is_param = True
-    t.storage.immutable = generation == runtime.CLASSIC and not mutable
+    st = storage_of(t)
+    st.is_param = True
+    st.immutable = generation == runtime.CLASSIC and not mutable
     return t
 
 
@@ -272,28 +298,29 @@ def to_numpy_input(value: Any) -> np.ndarray | None:
             return t.view(torch.int16).numpy().view(dtypes.bfloat16).copy()
         return t.numpy().copy()
     if isinstance(value, Tensor):
-        return np.array(value.read())
+        return host_copy(value)
     return None
 
 
 def _check_outputs_written(result: Any, generation: str) -> None:
     for t in _tensors_in(result):
-        if generation == runtime.NEW and t.buffer.is_hbm and not t.buffer.shared and not t.storage.is_param:
+        st = storage_of(t)
+        if generation == runtime.NEW and t.buffer.is_hbm and not t.buffer.shared and not st.is_param:
             raise NkiError("err_unsupported_memory",
                            f"kernel output `{t.name}` is in {t.buffer.label}; new-API kernel outputs must be "
-                           "allocated with buffer=nl.shared_hbm", t.storage.site or caller_location())
-        if t.buffer.is_hbm and not t.storage.written:
-            related = (Related(t.storage.site, f"output `{t.name}` created here"),) if t.storage.site else ()
+                           "allocated with buffer=nl.shared_hbm", st.site or caller_location())
+        if t.buffer.is_hbm and not st.written:
+            related = (Related(st.site, f"output `{t.name}` created here"),) if st.site else ()
             raise NkiError("err_tensor_output_not_written_to",
                            f"output tensor `{t.name}` {list(t.shape)} is returned but never written (check for "
-                           "loops that run zero times)", t.storage.site or caller_location(), related)
+                           "loops that run zero times)", st.site or caller_location(), related)
         if t.buffer.is_on_chip:  # the SDK's simulation-mode examples do this; hardware builds reject it
             sim = runtime.current()
             if sim is not None:
                 sim.warnings.append(NkiError(
                     "err_unsupported_memory", f"kernel returns `{t.name}` which lives in {t.buffer.label}; outputs "
                     "must be HBM tensors (nl.ndarray(..., buffer=nl.shared_hbm)) written with nl.store",
-                    t.storage.site or caller_location(), severity="warning"))
+                    st.site or caller_location(), severity="warning"))
 
 
 def _to_torch(x: Any) -> Any:
@@ -324,7 +351,7 @@ def _tensors_in(x: Any) -> list[Tensor]:
 
 def _to_numpy(x: Any) -> Any:
     if isinstance(x, Tensor):
-        return np.array(x.read(), copy=True)
+        return host_copy(x)
     if isinstance(x, tuple):
         return tuple(_to_numpy(v) for v in x)
     if isinstance(x, list):

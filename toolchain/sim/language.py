@@ -22,7 +22,7 @@ from .buffers import hbm, private_hbm, psum, sbuf, shared_hbm
 from .index import arange, ds, mgrid
 from .ops import elementwise, memory, reduce
 from .ops import matmul as mm
-from .tensor import Tensor, par_dim
+from .tensor import Tensor, par_dim, storage_of, values_of
 
 
 class UnsupportedApi(NkiError, AttributeError):
@@ -168,8 +168,17 @@ def static_cast(input_data: Any, dtype: Any) -> np.ndarray:
 
 
 def device_print(prefix: Any, x: Any = None, mask: Any = None, **kwargs: Any) -> None:
-    vals = x.read() if isinstance(x, Tensor) else x
-    print(prefix, vals)
+    """Print a tensor's values, as the NKI simulator does: to the process's stderr (the file descriptor, not
+    ``sys.stdout``/``sys.stderr``, which kernel code could swap for a buffer to read tile values back) with
+    fixed print options (long tiles are summarised)."""
+    import os
+
+    vals = values_of(x) if isinstance(x, Tensor) else x
+    text = np.array2string(np.asarray(vals), threshold=1000, precision=6) if isinstance(x, Tensor) else str(vals)
+    try:
+        os.write(2, f"{prefix} {text}\n".encode("utf-8", "replace"))
+    except OSError:
+        pass
 
 
 class _Finfo:
@@ -231,7 +240,7 @@ def loop_reduce(x: Any, op: Any, loop_indices: Any = None, dtype: Any = None, ma
     m = c.mask_of(mask)
     vals = c.fp32(x, m)
     out_dt = dtypes.as_dtype(dtype) if dtype is not None else (x.dtype if isinstance(x, Tensor) else dtypes.float32)
-    if isinstance(prev, Tensor) and prev.size == vals.size and not prev.storage.unpoisoned:
+    if isinstance(prev, Tensor) and prev.size == vals.size and not storage_of(prev).unpoisoned:
         old = c.fp32(prev).reshape(vals.shape)
         combined = c.apply_alu("loop_reduce", op, old, vals)
         if dtypes.is_float(prev.dtype):

@@ -21,7 +21,8 @@ import numpy as np
 
 
 def set_predicate(tile: Any, mask: Any) -> None:
-    """Record that ``tile`` (a fresh, unviewed tile) holds the result of one instruction run under ``mask``."""
+    """Record that ``tile`` (the ``view.View`` of a fresh, unviewed tile) holds the result of one instruction
+    run under ``mask``."""
     if mask is None or tile.coords is not None or tile.steps:
         return
     m = np.asarray(mask, dtype=bool)
@@ -31,9 +32,11 @@ def set_predicate(tile: Any, mask: Any) -> None:
 
 
 def predicate_of(value: Any) -> np.ndarray | None:
-    """The predicate, shaped like the view ``value``, of the masked instruction that produced it, else None."""
-    storage = getattr(value, "storage", None)
-    pred = getattr(storage, "predicate", None)
+    """The predicate, shaped like ``value`` (a ``view.View``; anything else has none), of the masked
+    instruction that produced it, else None."""
+    from .view import View
+
+    pred = value.storage.predicate if isinstance(value, View) else None
     if pred is None:
         return None
     return np.asarray(value.shadow_get(pred), dtype=bool)

@@ -1,256 +1,221 @@
-"""Tensors of the simulated NeuronCore: storage, views, NKI indexing rules and checked writes.
+"""Tensors as kernel code sees them: the documented NKI tensor API, and no route to the host data.
 
-A ``Storage`` is one allocation (HBM, SBUF or PSUM) holding a NumPy array in the real dtype; fresh
-on-chip memory is poisoned (NaN / 4) so reads of unwritten data show. A ``Tensor`` is a view of a
-storage: a chain of basic index steps (a NumPy view) plus, for the classic API's ``nl.arange``
-indexing, one set of advanced coordinates. All writes go through ``Tensor.write`` which enforces
-immutability of kernel inputs, affine-loop write conflicts, bounds and masks.
+A ``Tensor`` is the handle every kernel argument, allocation, load result and view is. It offers what
+the NKI docs give tensors (``NkiTensor``: ``shape``, ``strides``, ``offset``, ``name``, ``dtype``,
+``buffer``, ``ndim``, ``size`` and the view methods; classic ``nki.tensor``: ``itemsize``,
+``reshape``, ``view``, ``astype``, ``broadcast_to``, ``expand_dims``, ``assert_shape``; Python
+operators and ``+=`` as NKI ops) and nothing else:
+
+- the simulator's side (``view.View``: the storage, its NumPy array, the checks' bookkeeping) sits
+  in one slot whose descriptor is removed from the class (and whose name is random per process), so
+  no attribute access, ``vars``/``__dict__``, ``object.__getattribute__``, ``copy``/``pickle`` or
+  ``__class__`` swap reaches it; ``sim`` modules use ``view_of`` and the helpers below;
+- unknown attributes raise ``TensorAttributeError`` (an ``AttributeError``): ``sim_host_access``
+  for simulator internals and NumPy array attributes, ``sim_python_exception`` otherwise;
+- NumPy on a tensor is refused with ``sim_host_access``: ``__array__`` and ``__array_function__``
+  raise, ``__array_ufunc__ = None`` (so ``ndarray + tile`` still defers to the NKI operator, and an
+  explicit ``np.add(tile, 1)`` raises a ``TypeError`` that ``kernel.launch`` reports as host access);
+- runtime values never become Python values: ``bool``/``int``/``float``/``complex``/``iter``/``in``
+  raise the documented control-flow errors, and ``repr`` shows name, shape, dtype and buffer only.
 """
 
 from __future__ import annotations
 
-import math
+import ast
+import secrets
 from typing import Any, Callable
 
 import numpy as np
 
 from .. import dtypes
-from ..errors import NkiError, Related, SourceLocation
-from ..location import caller_location
-from . import runtime
-from .buffers import Buffer, as_buffer
-from .index import Index, Mask
-from .memory_model import CLOCK
+from ..errors import NkiError, SourceLocation
+from ..location import ast_context, caller_location
+from .buffers import Buffer
 from .predicate import predicate_of
-from .views import ViewsMixin, replay as _replay
+from .storage import ParDim, Storage, new_storage, par_dim
+from .view import View, mask_values as _view_mask_values
 
 # Ops modules register the element-wise implementations used by Python operators on tensors.
 OPERATORS: dict[str, Callable[..., Any]] = {}
 
+HOST_ACCESS = "sim_host_access"
+_GUIDE = "NKI kernels compute with nl.* / nisa.* only: tile values live on the device, not in the Python program"
+_PUBLIC = ("shape", "dtype", "buffer", "ndim", "size", "itemsize", "name", "strides", "offset", "reshape", "view",
+           "reinterpret_cast", "ap", "permute", "broadcast", "expand_dim", "squeeze_dim", "reshape_dim",
+           "flatten_dims", "slice", "select", "is_contiguous", "get_pattern", "is_indirect", "astype",
+           "broadcast_to", "expand_dims", "assert_shape", "vector_select", "rearrange", "indirect")
+# names that are simulator internals or NumPy array API: reaching for them is reaching for host data
+_INTERNAL = frozenset(dir(np.ndarray)) | frozenset(View.__slots__) | frozenset(Storage.__slots__) | frozenset(
+    n for n in dir(View) if not n.startswith("__")) | {"storage", "array", "values", "numpy", "data", "tensor",
+                                                       "cpu", "detach", "to_numpy", "handle"}
 
-class Storage:
-    """One allocation: the backing array plus facts the checks need."""
 
-    __slots__ = ("array", "buffer", "name", "site", "written", "immutable", "is_param", "mutated", "par_axis",
-                 "affine_ids", "interval", "unpoisoned", "predicate", "__weakref__")
+class TensorAttributeError(NkiError, AttributeError):
+    """An attribute NKI tensors do not have (an ``AttributeError``, so ``hasattr`` stays truthful)."""
 
-    def __init__(self, array: np.ndarray, buffer: Buffer, name: str, site: SourceLocation | None,
-                 par_axis: int = 0) -> None:
-        self.array = array
-        self.buffer = buffer
-        self.name = name
-        self.site = site
-        self.written = False
-        self.immutable = False
-        self.is_param = False
-        self.mutated = False
-        self.interval: Any = None  # memory_model.Interval of on-chip storages (liveness)
-        self.unpoisoned = False  # fresh memory not yet filled with the poison value (filled lazily)
-        # storage-shaped bool array: the elements the one masked classic instruction that produced this tile
-        # wrote (see ``predicate_of``); None = not such a tile, or written again since
-        self.predicate: np.ndarray | None = None
-        self.par_axis = par_axis
-        sim = runtime.current()
-        self.affine_ids = frozenset(id(f) for f in sim.affine) if sim else frozenset()
 
+def host_access_error(route: str, location: SourceLocation | None = None) -> NkiError:
+    """The ``sim_host_access`` error for kernel code that used NumPy (``route``) on an NKI tensor."""
+    return NkiError(HOST_ACCESS, f"kernel code used NumPy on an NKI tensor ({route}); {_GUIDE}",
+                    location or caller_location())
+
+
+def called_function(loc: SourceLocation | None, default: str) -> str:
+    """The source text of the function a call at ``loc`` calls (``np.asarray``), else ``default``."""
+    for node in ast_context(loc)[:3] if loc is not None else ():
+        if isinstance(node, ast.Call):
+            return ast.unparse(node.func)
+    return default
+
+
+def _control_flow(t: "Tensor", what: str) -> NkiError:
+    return NkiError("err_dynamic_control_flow_not_supported",
+                    f"tensor `{t.name}` holds runtime values and cannot be used as {what}", caller_location())
+
+
+# The slot's name is random per process and is removed from the class below: only ``view_of`` reads it.
+_SLOT = "_h" + secrets.token_hex(8)
+
+
+class Tensor:
+    """An NKI tensor (``nl.ndarray`` results, kernel arguments, views): shape, dtype, buffer and views."""
+
+    __slots__ = (_SLOT,)
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> "Tensor":
+        raise NkiError("sim_unsupported_api", "constructing a tensor from a storage handle is not modelled by the "
+                       "embedded simulator; allocate with nl.ndarray / nl.zeros", caller_location())
+
+    # -- attributes (NkiTensor / classic nki.tensor) ---------------------------------------------------
     @property
     def shape(self) -> tuple[int, ...]:
-        return tuple(self.array.shape)
-
-    @property
-    def nbytes(self) -> int:
-        return int(self.array.nbytes)
-
-
-def _partition_error(n: int, limit: int, what: str) -> NkiError:
-    return NkiError("err_num_partition_exceed_arch_limit",
-                    f"number of partitions {n} of {what} exceed architecture limitation of {limit}.",
-                    caller_location())
-
-
-def allocate(shape: Any, dtype: Any, buffer: Any = None, name: str = "", fill: Any = None,
-             par_axis: int | None = None, initial: np.ndarray | None = None) -> "Tensor":
-    """Create a tensor; on-chip memory without ``fill`` is poisoned. Checks partition limits.
-
-    ``initial`` (an array the caller owns, already of this shape and dtype) becomes the storage as is:
-    the result of an op, written in full, so poisoning and copying it would be wasted work.
-    """
-    sim = runtime.require("ndarray")
-    buf = as_buffer(buffer)
-    dt = dtypes.as_dtype(dtype)
-    shp, p_axis = _parse_shape(shape)
-    if par_axis is not None:
-        p_axis = par_axis
-    site = caller_location()
-    if buf.is_on_chip:
-        if len(shp) < 2:
-            raise NkiError("sim_invalid_argument",
-                           f"Insufficient rank: on-chip tensor '{name or 'tensor'}' of shape {list(shp)} must be "
-                           "at least 2-D (partition dim first), e.g. (128, 1)", site)
-        if shp[p_axis] > sim.target.pmax:
-            raise NkiError("err_num_partition_exceed_arch_limit",
-                           f"number of partitions {shp[p_axis]} of tensor '{name or 'tensor'}' {list(shp)} exceed "
-                           f"architecture limitation of {sim.target.pmax}.", site)
-        if fill is not None and sim.generation == runtime.CLASSIC and buf.params and buf.params[0] == "mod_alloc":
-            raise NkiError("err_tensor_creation_on_scratchpad_with_init_value_not_supported",
-                           "Creating SBUF/PSUM tensor with init value is not supported in allocated NKI kernels.", site)
-        if buf.kind == "psum" and sim.generation == runtime.CLASSIC:
-            free_bytes = int(np.prod(shp[p_axis + 1:], dtype=np.int64)) * dt.itemsize
-            if free_bytes > sim.target.psum_bank_bytes:
-                raise NkiError("sim_psum_bank_overflow",
-                               f"PSUM tile '{name or 'tensor'}' {list(shp)} needs {free_bytes} bytes per partition; a "
-                               f"PSUM tile must fit one {sim.target.psum_bank_bytes}-byte bank "
-                               f"(tile_size.psum_fmax = 512 fp32)", site)
-    elif fill is not None:
-        raise NkiError("err_hbm_tensor_with_init_value_not_supported",
-                       "Creating HBM tensor with init value is not supported.", site)
-    if buf.kind == "hbm" and buf.shared and sim.generation == runtime.CLASSIC:
-        _check_shared_hbm_scope(sim, site)
-    size = int(np.prod(shp, dtype=np.int64)) * dt.itemsize
-    if size > 8 << 30:  # a single tensor larger than any device memory is a bug in the kernel
-        raise NkiError("sim_memory_limit", f"tensor of {size} bytes exceeds device memory", site)
-    if initial is not None:
-        arr = initial
-    elif fill is None:
-        arr = np.empty(shp, dtype=dt)  # poisoned lazily: skipped when the first write covers the whole tensor
-    else:
-        arr = np.full(shp, fill, dtype=np.float64 if not dtypes.is_int(dt) else np.int64)
-        arr = dtypes.cast(arr, dt)
-    if buf.kind == "hbm" and buf.shared and sim.grid:
-        key = (site.path, site.line, site.column) if site else ("?",)
-        n = sim.shared_seen.get(key, 0)
-        sim.shared_seen[key] = n + 1
-        existing = sim.shared.get(key + (n,))
-        if existing is not None and existing.shape == shp and existing.array.dtype == dt:
-            return Tensor(existing)
-        st = Storage(arr, buf, name or "tensor", site, p_axis)
-        sim.shared[key + (n,)] = st
-    else:
-        st = Storage(arr, buf, name or "tensor", site, p_axis)
-    if fill is not None or initial is not None:
-        st.written = True
-    else:
-        st.unpoisoned = True
-    if buf.is_on_chip:
-        # one block of a block-dim tensor must fit; blocks are allocated as separate tiles (rotated/spilled)
-        free_bytes = int(np.prod(shp[p_axis + 1:], dtype=np.int64)) * dt.itemsize
-        st.interval = sim.memory.allocate(st, buf.kind, free_bytes)
-    sim.record(site, name or "", shp, dtypes.name(dt), buf.label)
-    return Tensor(st)
-
-
-def _check_shared_hbm_scope(sim: runtime.Simulation, site: SourceLocation | None) -> None:
-    from ..location import ast_context, user_frame
-    import sys
-
-    frame = user_frame(sys._getframe(2))
-    if frame is None or sim.kernel_code is None:
-        return
-    where = None
-    if frame.f_code is not sim.kernel_code:
-        where = f"helper function '{frame.f_code.co_name}'"
-    elif site is not None:
-        import ast
-
-        for node in ast_context(site)[1:]:
-            # static_range / range loops are unrolled while tracing: published kernels allocate outputs there
-            if isinstance(node, ast.For) and isinstance(node.iter, ast.Call) and isinstance(node.iter.func, ast.Attribute) \
-                    and node.iter.func.attr in ("affine_range", "sequential_range"):
-                where = f"an nl.{node.iter.func.attr} loop"
-                break
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                break
-    if where is not None:
-        raise NkiError("err_shared_hbm_must_in_kernel_level",
-                       f"shared_hbm buffer can only be created top level kernel scope (created in {where})", site)
-
-
-def _parse_shape(shape: Any) -> tuple[tuple[int, ...], int]:
-    """Shape tuple and partition axis; ``nl.par_dim(n)`` marks the partition axis (classic)."""
-    if isinstance(shape, (int, np.integer)):
-        shape = (shape,)
-    dims: list[int] = []
-    p_axis = 0
-    for k, d in enumerate(shape):
-        if isinstance(d, ParDim):
-            p_axis = k
-            d = d.size
-        if isinstance(d, Index):
-            raise NkiError("sim_invalid_argument", "tensor shapes must be integers, not nl.arange values",
-                           caller_location())
-        dims.append(int(d))
-    if any(d < 0 for d in dims):
-        raise NkiError("sim_invalid_argument", f"negative dimension in shape {dims}", caller_location())
-    return tuple(dims), p_axis
-
-
-class ParDim(int):
-    """``nl.par_dim(n)``: marks the partition dimension of a classic tensor."""
-
-    @property
-    def size(self) -> int:
-        return int(self)
-
-
-def par_dim(n: int) -> ParDim:
-    return ParDim(int(n))
-
-
-class Tensor(ViewsMixin):
-    """A view of a Storage. Basic steps are NumPy views; ``coords`` holds classic advanced indexing."""
-
-    __slots__ = ("storage", "arr", "steps", "coords", "par_axis", "_cshape", "__weakref__")
-    __array_priority__ = 1000
-
-    def __init__(self, storage: Storage, view: np.ndarray | None = None, steps: tuple[Any, ...] = (),
-                 coords: tuple[np.ndarray, ...] | None = None, par_axis: int | None = None) -> None:
-        self.storage = storage
-        self.arr = storage.array if view is None else view
-        self.steps = steps
-        self.coords = coords  # index arrays that broadcast together (kept small: not materialised)
-        self._cshape = tuple(np.broadcast_shapes(*[c.shape for c in coords])) if coords else ()
-        self.par_axis = storage.par_axis if par_axis is None else par_axis
-
-    # -- attributes ---------------------------------------------------------------------------
-    @property
-    def shape(self) -> tuple[int, ...]:
-        if self.coords is None:
-            return tuple(self.arr.shape)
-        return self._cshape
+        return _get(self).shape
 
     @property
     def dtype(self) -> np.dtype[Any]:
-        return self.arr.dtype
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    @property
-    def size(self) -> int:
-        return math.prod(self.shape)
-
-    @property
-    def itemsize(self) -> int:
-        return int(self.arr.dtype.itemsize)
+        return _get(self).dtype
 
     @property
     def buffer(self) -> Buffer:
-        return self.storage.buffer
+        return _get(self).buffer
+
+    @property
+    def ndim(self) -> int:
+        return _get(self).ndim
+
+    @property
+    def size(self) -> int:
+        return _get(self).size
+
+    @property
+    def itemsize(self) -> int:
+        return _get(self).itemsize
 
     @property
     def name(self) -> str:
-        return self.storage.name
+        return _get(self).name
 
     @property
-    def is_full(self) -> bool:
-        return self.coords is None and self.arr.shape == self.storage.array.shape and not self.steps
+    def strides(self) -> tuple[int, ...]:
+        """Element strides of the view over its storage (row-major, the partition dim included)."""
+        return _layout(_get(self))[0]
 
-    def describe(self) -> str:
-        return f"{self.name}{list(self.shape)}"
+    @property
+    def offset(self) -> int:
+        """Element offset of the view's first element in its storage."""
+        return _layout(_get(self))[1]
 
-    def __repr__(self) -> str:
-        return f"Tensor({self.name}, shape={self.shape}, dtype={dtypes.name(self.dtype)}, buffer={self.buffer!r})"
+    # -- view methods ----------------------------------------------------------------------------------
+    def reshape(self, *shape: Any, **kw: Any) -> "Tensor":
+        return wrap(_get(self).reshape(*shape, **kw))
+
+    def view(self, dtype: Any) -> "Tensor":
+        return wrap(_get(self).view(dtype))
+
+    reinterpret_cast = view
+
+    def ap(self, pattern: Any, offset: Any = 0, scalar_offset: Any = None, vector_offset: Any = None,
+           indirect_dim: int = 0, dtype: Any = None) -> "Tensor":
+        return wrap(_get(self).ap(pattern, offset, scalar_offset, vector_offset, indirect_dim, dtype))
+
+    def permute(self, dims: Any) -> "Tensor":
+        return wrap(_get(self).permute(dims))
+
+    def broadcast(self, dim: int, size: int) -> "Tensor":
+        return wrap(_get(self).broadcast(dim, size))
+
+    def expand_dim(self, dim: int) -> "Tensor":
+        return wrap(_get(self).expand_dim(dim))
+
+    def expand_dims(self, axis: int) -> "Tensor":
+        return wrap(_get(self).expand_dim(axis))
+
+    def squeeze_dim(self, dim: int) -> "Tensor":
+        return wrap(_get(self).squeeze_dim(dim))
+
+    def reshape_dim(self, dim: int, shape: Any) -> "Tensor":
+        return wrap(_get(self).reshape_dim(dim, shape))
+
+    def flatten_dims(self, start_dim: int, end_dim: int) -> "Tensor":
+        return wrap(_get(self).flatten_dims(start_dim, end_dim))
+
+    def slice(self, dim: int, start: int, end: int, step: int = 1) -> "Tensor":
+        return wrap(_get(self).slice(dim, start, end, step))
+
+    def select(self, dim: int, index: Any) -> "Tensor":
+        return wrap(_get(self).select(dim, _get(index) if isinstance(index, Tensor) else index))
+
+    def is_contiguous(self) -> bool:
+        return _get(self).is_contiguous()
+
+    def get_pattern(self) -> list[list[int]]:
+        strides, _ = _layout(_get(self))
+        return [[s, n] for s, n in zip(strides, self.shape)]
+
+    def is_indirect(self) -> bool:
+        return False
+
+    def vector_select(self, *args: Any, **kwargs: Any) -> "Tensor":
+        raise _unmodelled("vector_select")
+
+    def rearrange(self, *args: Any, **kwargs: Any) -> "Tensor":
+        raise _unmodelled("rearrange")
+
+    def indirect(self, *args: Any, **kwargs: Any) -> "Tensor":
+        raise _unmodelled("indirect")
+
+    def astype(self, dtype: Any) -> "Tensor":
+        """Classic ``tile.astype(dtype)``: a copy in the new dtype."""
+        from .ops.memory import copy
+
+        return copy(self, dtype=dtype)
+
+    def broadcast_to(self, shape: Any) -> "Tensor":
+        """Classic ``tile.broadcast_to(shape)``: a new tile (same as ``nl.broadcast_to``)."""
+        from .ops.memory import broadcast_to
+
+        return broadcast_to(self, shape)
+
+    def assert_shape(self, shape: Any) -> "Tensor":
+        if tuple(int(s) for s in shape) != self.shape:
+            raise NkiError("sim_shape_mismatch", f"tensor `{self.name}` has shape {list(self.shape)}, expected "
+                           f"{list(shape)}", caller_location())
+        return self
+
+    # -- indexing --------------------------------------------------------------------------------------
+    def __getitem__(self, key: Any) -> "Tensor":
+        return wrap(_get(self)[_unwrap_key(key)])
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        dst = _get(self)
+        if isinstance(value, Tensor):
+            src = _get(value)
+            if src.pending and src.storage is dst.storage:
+                src.pending = False
+                return  # ``t[idx] += x`` already accumulated in place through __iadd__
+            dst[_unwrap_key(key)].assign(src)
+        else:
+            dst[_unwrap_key(key)].assign(value)
 
     def __len__(self) -> int:
         return self.shape[0]
@@ -258,325 +223,95 @@ class Tensor(ViewsMixin):
     def __hash__(self) -> int:
         return id(self)
 
-    # -- reading ------------------------------------------------------------------------------
-    def read(self, mask: Any = None) -> np.ndarray:
-        """Values of the view (advanced coordinates gathered; masked-out positions may be anything)."""
-        if self.storage.unpoisoned:
-            _poison(self.storage)
-        iv = self.storage.interval
-        if iv is not None:
-            iv.last = CLOCK[0]
-        if self.storage.buffer.kind == "psum":
-            sim = runtime.current()
-            if sim is not None and self.storage in sim.psum_open:
-                self.shadow_set(sim.psum_open[self.storage], False)  # reading closes the accumulation group
-        if self.coords is None:
-            return self.arr
-        if mask is not None and mask_values(mask).all():
-            mask = None
-        coords = self._checked_coords(mask)
-        return self.arr[coords]
+    def __repr__(self) -> str:
+        return f"Tensor({self.name}, shape={self.shape}, dtype={dtypes.name(self.dtype)}, buffer={self.buffer!r})"
 
-    def shadow_get(self, shadow: np.ndarray) -> np.ndarray:
-        """The elements of a storage-shaped side array that this view covers."""
-        region = _replay(shadow, self.steps)
-        return region if self.coords is None else region[self._checked_coords(None)]
+    def __dir__(self) -> list[str]:
+        return sorted(_PUBLIC)
 
-    def shadow_set(self, shadow: np.ndarray, value: Any) -> None:
-        """Assign into the elements of a storage-shaped side array that this view covers."""
-        region = _replay(shadow, self.steps)
-        if self.coords is None:
-            region[...] = value
-        else:
-            region[self._checked_coords(None)] = value
+    # -- everything else is not NKI ----------------------------------------------------------------
+    def __getattr__(self, attr: str) -> Any:
+        dunder = attr.startswith("__") and attr.endswith("__")
+        loc = None if dunder else caller_location()  # probes of special names (NumPy, copy) stay cheap
+        if attr in _INTERNAL or attr.startswith("_"):
+            raise TensorAttributeError(
+                HOST_ACCESS, f"NKI tensors have no attribute '{attr}': simulator internals are not part of NKI "
+                f"(a tensor offers {', '.join(_PUBLIC[:9])} and view methods); {_GUIDE}", loc)
+        raise TensorAttributeError(
+            "sim_python_exception", f"AttributeError: NKI tensors have no attribute '{attr}' (simulator internals "
+            f"are not part of NKI; a tensor offers {', '.join(_PUBLIC[:9])} and view methods)", loc)
+
+    @property
+    def __dict__(self) -> Any:  # type: ignore[override]  # ``vars(t)`` / ``t.__dict__``: a clear refusal
+        raise NkiError(HOST_ACCESS, f"NKI tensors have no __dict__: simulator internals are not part of NKI; {_GUIDE}",
+                       caller_location())
+
+    def __setattr__(self, attr: str, value: Any) -> None:
+        raise TensorAttributeError(HOST_ACCESS, f"cannot set '{attr}' on an NKI tensor: its attributes and the "
+                                   "simulator internals behind it are not part of NKI to modify; write elements with "
+                                   "t[...] = ... or nl.store", caller_location())
+
+    def __delattr__(self, attr: str) -> None:
+        self.__setattr__(attr, None)
+
+    __array_ufunc__ = None  # ``ndarray + tile`` defers to Tensor.__radd__; ``np.add(tile, 1)`` is a TypeError
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        a = np.array(self.read())
-        return a.astype(dtype) if dtype is not None else a
+        loc = caller_location()
+        raise host_access_error(called_function(loc, "np.asarray"), loc)
 
-    def _checked_coords(self, mask: Any) -> tuple[np.ndarray, ...]:
-        """Coordinates after the static bounds check; out-of-bounds is allowed only where masked off."""
-        assert self.coords is not None
-        bad_dims = [d for d, c in enumerate(self.coords)
-                    if c.size and (int(c.min()) < 0 or int(c.max()) >= self.arr.shape[d])]
-        if not bad_dims:
-            return self.coords
-        valid = None if mask is None else np.broadcast_to(mask_values(mask), self.shape)
-        out = []
-        for dim, c in enumerate(self.coords):
-            n = self.arr.shape[dim]
-            if dim in bad_dims:
-                full = np.broadcast_to(c, self.shape)
-                bad = (full < 0) | (full >= n)
-                if valid is not None:
-                    bad = bad & valid
-                if bad.any():
-                    lo, hi = int(c.min()), int(c.max())
-                    raise NkiError("err_tensor_access_out_of_bound",
-                                   f"Out-of-bound access for tensor `{self.name}` on dimension {dim}: index range "
-                                   f"[{lo}, {hi}] exceed dimension size of {n}", caller_location(),
-                                   _created_here(self.storage))
-                c = np.clip(c, 0, max(n - 1, 0))
-            out.append(c)
-        return tuple(out)
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        mod = str(getattr(func, "__module__", "numpy") or "numpy")
+        mod = "np" + mod[len("numpy"):] if mod.startswith("numpy") else mod
+        raise host_access_error(f"{mod}.{getattr(func, '__name__', func)}")
 
-    # -- indexing -----------------------------------------------------------------------------
-    def __getitem__(self, key: Any) -> "Tensor":
-        sim = runtime.current()
-        if sim is not None:
-            sim.tick()
-        keys = key if isinstance(key, tuple) else (key,)
-        keys = tuple(_dynamic_index(k) for k in keys)
-        if self.coords is not None:
-            return self._index_advanced_view(keys)
-        if any(isinstance(k, (Index, np.ndarray)) for k in keys):
-            return self._index_advanced(keys, sim)
-        return self._index_basic(keys, sim)
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise NkiError(HOST_ACCESS, f"copying or pickling an NKI tensor (`{self.name}`) is not NKI; {_GUIDE}",
+                       caller_location())
 
-    def _index_basic(self, keys: tuple[Any, ...], sim: runtime.Simulation | None) -> "Tensor":
-        keys = _expand_ellipsis(keys, self.ndim)
-        if len(keys) > self.ndim:
-            raise NkiError("err_tensor_access_out_of_bound",
-                           f"too many indices for tensor `{self.name}` of rank {self.ndim}", caller_location())
-        on_chip = self.buffer.is_on_chip
-        norm: list[Any] = []
-        kept = 0
-        new_par = 0
-        int_free: list[int] = []
-        for dim, k in enumerate(keys):
-            n = self.arr.shape[dim]
-            if isinstance(k, slice):
-                norm.append(self._check_slice(k, n, dim))
-                if dim < self.par_axis:
-                    new_par += 1
-                kept += 1
-            elif k is None:
-                norm.append(None)
-            else:
-                i = _as_int(k)
-                if i < -n or i >= n:
-                    raise NkiError("err_tensor_access_out_of_bound",
-                                   f"Out-of-bound access for tensor `{self.name}` on dimension {dim}: index {i} "
-                                   f"exceed dimension size of {n}", caller_location(), _created_here(self.storage))
-                if i < 0:
-                    i += n
-                if on_chip and dim == self.par_axis:
-                    norm.append(slice(i, i + 1))  # an integer on the partition dim keeps a size-1 dim
-                    kept += 1
-                elif on_chip and dim > self.par_axis:
-                    int_free.append(len(norm))
-                    norm.append(i)
-                else:
-                    norm.append(i)
-        total_kept = kept + (self.ndim - len(keys))
-        if on_chip and total_kept < 2 and int_free:
-            last = int_free[-1]  # keep the last integer-indexed free dim as size 1 so the tile stays 2-D
-            i = norm[last]
-            norm[last] = slice(i, i + 1)
-        nkey = tuple(norm)
-        view = self.arr[nkey]
-        return Tensor(self.storage, view, self.steps + (nkey,), None, new_par if on_chip else 0)
+    def __reduce__(self) -> Any:
+        return self.__reduce_ex__(2)
 
-    def _check_slice(self, k: slice, n: int, dim: int) -> slice:
-        start, stop, step = k.start, k.stop, k.step
-        for v in (start, stop, step):
-            if isinstance(v, Index):
-                raise NkiError("err_unsupported_mixing_basic_advanced_tensor_indexing",
-                               "nl.arange values cannot be used as slice bounds", caller_location())
-        step = 1 if step is None else _as_int(step)
-        if step == 0:
-            raise NkiError("sim_invalid_argument", "slice step cannot be zero", caller_location())
-        if step > 0:
-            s = 0 if start is None else _as_int(start)
-            e = n if stop is None else _as_int(stop)
-            if s < 0:
-                s += n
-            if e < 0:
-                e += n
-            if s < 0 or e > n or s > n:
-                raise NkiError("err_tensor_access_out_of_bound",
-                               f"Out-of-bound access for tensor `{self.name}` on dimension {dim}: index range "
-                               f"[{s}, {e - 1}] exceed dimension size of {n}", caller_location(),
-                               _created_here(self.storage))
-            return slice(s, max(e, s), step)
-        return slice(start, stop, step)
+    def __getstate__(self) -> Any:
+        return self.__reduce_ex__(2)
 
-    def _index_advanced(self, keys: tuple[Any, ...], sim: runtime.Simulation | None) -> "Tensor":
-        if any(isinstance(k, slice) or k is Ellipsis for k in keys):
-            raise NkiError("err_unsupported_mixing_basic_advanced_tensor_indexing",
-                           "Mixing basic tensor indexing and advanced tensor indexing is not supported.",
-                           caller_location())
-        if (self.buffer.is_on_chip or self.ndim >= 2) and any(isinstance(k, Index) and k.ndim == 1 for k in keys):
-            raise NkiError("err_1d_arange_not_supported",
-                           f"indexing tensor `{self.name}` with 1d arange is not supported; use "
-                           "nl.arange(n)[:, None] for the partition axis and nl.arange(n)[None, :] for free axes",
-                           caller_location())
-        if len(keys) > self.ndim:
-            raise NkiError("err_tensor_access_out_of_bound",
-                           f"too many indices for tensor `{self.name}` of rank {self.ndim}", caller_location())
-        arrays = [k.values if isinstance(k, Index) else (k if isinstance(k, np.ndarray) else np.asarray(_as_int(k)))
-                  for k in keys]
-        missing = self.ndim - len(keys)
-        if missing:
-            base = np.broadcast_shapes(*[a.shape for a in arrays])
-            extra = []
-            for j in range(missing):
-                n = self.arr.shape[len(keys) + j]
-                extra.append(np.arange(n).reshape((1,) * len(base) + (1,) * j + (n,) + (1,) * (missing - j - 1)))
-            arrays = [a.reshape(a.shape + (1,) * missing) for a in arrays] + extra
-        try:
-            bshape = np.broadcast_shapes(*[a.shape for a in arrays])
-        except ValueError:
-            raise NkiError("sim_shape_mismatch", f"index arrays of shapes {[a.shape for a in arrays]} do not broadcast",
-                           caller_location()) from None
-        basic = _as_slices(arrays, bshape, self.arr.shape)
-        if basic is not None:  # the common `base + arange` grid: an exact NumPy view, no gather/scatter
-            return Tensor(self.storage, self.arr[basic], self.steps + (basic,), None, 0)
-        return Tensor(self.storage, self.arr, self.steps, tuple(arrays), 0)
+    def __copy__(self) -> Any:
+        return self.__reduce_ex__(2)
 
-    def _index_advanced_view(self, keys: tuple[Any, ...]) -> "Tensor":
-        assert self.coords is not None
-        k2 = tuple(k.values if isinstance(k, Index) else k for k in keys)
-        coords = tuple(np.asarray(np.broadcast_to(c, self.shape)[k2]) for c in self.coords)
-        return Tensor(self.storage, self.arr, self.steps, coords, 0)
+    def __deepcopy__(self, memo: Any) -> Any:
+        return self.__reduce_ex__(2)
 
-    # -- writing ------------------------------------------------------------------------------
-    def __setitem__(self, key: Any, value: Any) -> None:
-        if isinstance(value, _Accumulated) and value.pending and value.storage is self.storage:
-            value.pending = False
-            return  # ``t[idx] += x`` already accumulated in place through __iadd__
-        self[key].assign(value)
+    def __bool__(self) -> bool:
+        raise _truth_error(self)
 
-    def assign(self, value: Any) -> None:
-        """``dst[...] = src``: copy with free-dim broadcast from src; dst must not be smaller.
+    def __iter__(self) -> Any:
+        raise NkiError("err_dynamic_control_flow_not_supported",
+                       f"iterating over tensor `{self.name}` is not supported", caller_location())
 
-        A masked classic instruction's result writes only its predicated elements (``predicate_of``).
-        """
-        src = value.read() if isinstance(value, Tensor) else np.asarray(value)
-        if isinstance(value, Tensor) and value.buffer.is_hbm and self.buffer.is_on_chip:
-            raise NkiError("err_unsupported_memory",
-                           f"cannot assign HBM tensor `{value.name}` to on-chip tensor `{self.name}`; use nl.load",
-                           caller_location())
-        self.write(src, predicate_of(value))
+    def __contains__(self, item: Any) -> bool:
+        raise NkiError("err_dynamic_control_flow_not_supported",
+                       f"`in` on tensor `{self.name}` would need its runtime values", caller_location())
 
-    def write(self, values: Any, mask: Any = None, accumulate: bool = False) -> None:
-        """Store values into this view (cast to its dtype), honouring mask and all write checks."""
-        sim = runtime.current()
-        st = self.storage
-        if st.interval is not None:
-            st.interval.last = CLOCK[0]
-        if st.unpoisoned and (accumulate or not (mask is None and self.coords is None and self.arr.size == st.array.size)):
-            _poison(st)  # a partial first write: the rest must read as fresh (poisoned) memory
-        if st.immutable:
-            # SDK >= 2.21 compilers reject this; the SDK's own simulation-mode API examples still write
-            # outputs passed in as parameters, so the simulator reports it (once) and carries on
-            st.immutable = False
-            if sim is not None:
-                sim.warnings.append(NkiError(
-                    "err_cannot_update_immutable_parameter",
-                    f"Cannot update immutable parameter `{st.name}`: kernel inputs are read-only unless annotated "
-                    "nt.mutable_tensor (neuronx-cc >= 2.21 rejects this); write into a new shared_hbm output instead",
-                    caller_location(), _created_here(st), severity="warning"))
-        vals = np.asarray(values)
-        shape = self.shape
-        if vals.shape != shape:
-            try:
-                vals = np.broadcast_to(vals, shape)
-            except ValueError:
-                src_shape = list(vals.shape)
-                raise NkiError("err_store_dst_shape_smaller_than_other_shape",
-                               f"Illegal assignment destination shape: shape {list(shape)} of `{self.name}` is "
-                               f"smaller than or incompatible with source shape {src_shape}.",
-                               caller_location()) from None
-        mvals = None
-        if mask is not None:
-            small = mask_values(mask)
-            if not small.all():  # an all-true mask (every full tile) costs nothing
-                mvals = np.broadcast_to(small, shape)
-        if sim is not None and st.buffer.kind == "psum" and st in sim.psum_open:
-            self.shadow_set(sim.psum_open[st], False)  # any other write ends the accumulation group
-        if sim is not None and sim.affine and not accumulate:
-            self._check_affine(sim, mvals)
-        if self.coords is None:
-            target = self.arr
-            if accumulate:
-                upd = dtypes.cast(dtypes.to_fp32(target) + dtypes.to_fp32(vals), target.dtype)
-            else:
-                upd = dtypes.cast(vals, target.dtype)
-            if mvals is None:
-                target[...] = upd
-            else:
-                target[mvals] = np.broadcast_to(upd, shape)[mvals]
-        else:
-            coords = self._checked_coords(mvals)
-            if mvals is not None:
-                coords = tuple(np.broadcast_to(c, shape)[mvals] for c in coords)
-                vals = vals[mvals]
-            cur = self.arr[coords]
-            if accumulate:
-                upd = dtypes.cast(dtypes.to_fp32(cur) + dtypes.to_fp32(vals), self.arr.dtype)
-            else:
-                upd = dtypes.cast(vals, self.arr.dtype)
-            self.arr[coords] = upd
-        st.written = True
-        st.unpoisoned = False
-        st.predicate = None  # written again: no longer just the result of one masked instruction
-        if st.is_param:
-            st.mutated = True
+    def __index__(self) -> int:
+        raise _control_flow(self, "a Python integer")
 
-    def _check_affine(self, sim: runtime.Simulation, mvals: np.ndarray | None) -> None:
-        st = self.storage
-        for frame in sim.affine:
-            if id(frame) in st.affine_ids:
-                continue
-            owners = frame.owners.get(id(st))
-            if owners is None:  # 0 = not written in this loop, k + 1 = last written by iteration k
-                owners = np.zeros(st.array.shape, dtype=np.int32)
-                frame.owners[id(st)] = owners
-            region = _replay(owners, self.steps)
-            if self.coords is not None:
-                coords = self._checked_coords(mvals)
-                if mvals is not None:
-                    coords = tuple(np.broadcast_to(c, self.shape)[mvals] for c in coords)
-                cur = region[coords]
-            else:
-                cur = region if mvals is None else region[mvals]
-            mark = frame.iteration + 1
-            if cur.size and int(cur.max()) != 0 and int(cur.min()) != mark:  # fast paths: untouched / all ours
-                clash = (cur > 0) & (cur != mark)
-                if clash.any() and not frame.reported:
-                    # reported, not raised: compilers do not always prove it, and published kernels that ran on
-                    # hardware contain such writes; the simulation continues in program order
-                    frame.reported = True
-                    prev = int(cur[clash].flat[0]) - 1
-                    sim.warnings.append(NkiError(
-                        "err_unexpected_output_dependencies",
-                        f"Unexpected output dependencies, different iterations of {frame.var_name} loop (iterations "
-                        f"{prev} and {frame.iteration}) write to `{st.name}`: on hardware iterations may run in any "
-                        "order; index the destination with the loop variable or use nl.sequential_range",
-                        caller_location(), _created_here(st), severity="warning"))
-            if self.coords is not None:
-                region[coords] = mark
-            elif mvals is None:
-                region[...] = mark
-            else:
-                region[mvals] = mark
+    def __int__(self) -> int:
+        raise _control_flow(self, "a Python integer")
 
-    def _derive(self, view: np.ndarray, step: Any, par_axis: int = 0) -> "Tensor":
-        """A new view of the same storage, one step further down the chain."""
-        if self.coords is not None:
-            raise NkiError("sim_invalid_argument", f"cannot take a view of an nl.arange-indexed access of "
-                           f"`{self.name}`", caller_location())
-        return Tensor(self.storage, view, self.steps + (step,), None, par_axis)
+    def __float__(self) -> float:
+        raise _control_flow(self, "a Python number")
 
-    # -- Python operators (classic tile arithmetic) -------------------------------------------
+    def __complex__(self) -> complex:
+        raise _control_flow(self, "a Python number")
+
+    # -- Python operators (classic tile arithmetic) ------------------------------------------------
     def _op(self, name: str, *args: Any) -> Any:
         if len(args) == 2 and all(isinstance(a, Tensor) and a.buffer.is_on_chip and a.ndim for a in args):
             a, b = args
             if a.shape[0] != b.shape[0]:
                 raise NkiError("err_num_partition_mismatch",
-                               f"Python operator on tiles with different partition counts ({a.describe()}, "
-                               f"{b.describe()}): partition-dim broadcasting is not supported through operators; "
+                               f"Python operator on tiles with different partition counts ({describe(a)}, "
+                               f"{describe(b)}): partition-dim broadcasting is not supported through operators; "
                                "broadcast explicitly (nl.broadcast_to) or use nl.add/nl.multiply", caller_location())
         return OPERATORS[name](*args)
 
@@ -614,47 +349,109 @@ class Tensor(ViewsMixin):
 
     def _accumulate(self, o: Any, op: str) -> Any:
         """``acc += x``: in-place associative update (the PSUM accumulation idiom)."""
+        dst = _get(self)
         if op != "add":
             res = self._op(op, self, o)
-            self.write(res.read() if isinstance(res, Tensor) else res)
-            return _Accumulated(self)
-        delta = o.read() if isinstance(o, Tensor) else np.asarray(o)
-        self.write(delta, predicate_of(o), accumulate=True)
-        return _Accumulated(self)
-
-    def __bool__(self) -> bool:
-        raise _truth_error(self)
-
-    def __iter__(self) -> Any:
-        raise NkiError("err_dynamic_control_flow_not_supported",
-                       f"iterating over tensor `{self.name}` is not supported", caller_location())
-
-    def __index__(self) -> int:
-        raise NkiError("err_dynamic_control_flow_not_supported",
-                       f"tensor `{self.name}` holds runtime values and cannot be used as a Python integer",
-                       caller_location())
-
-    def __float__(self) -> float:
-        raise NkiError("err_dynamic_control_flow_not_supported",
-                       f"tensor `{self.name}` holds runtime values and cannot be used as a Python number",
-                       caller_location())
+            dst.write(values_of(res) if isinstance(res, Tensor) else res)
+        elif isinstance(o, Tensor):
+            src = _get(o)
+            dst.write(src.read(), predicate_of(src), accumulate=True)
+        else:
+            dst.write(np.asarray(o), None, accumulate=True)
+        acc = dst.duplicate()
+        acc.pending = True
+        return wrap(acc)
 
 
-class _Accumulated(Tensor):
-    """The same view after ``t += x``; ``__setitem__`` recognises it and does not write twice."""
+_DESCRIPTOR = vars(Tensor)[_SLOT]
+delattr(Tensor, _SLOT)
+del Tensor.__slots__  # type: ignore[misc]
+del _SLOT
+_get: Callable[[Tensor], View] = _DESCRIPTOR.__get__
+_set: Callable[[Tensor, View], None] = _DESCRIPTOR.__set__
+_new = object.__new__
 
-    __slots__ = ("pending",)
+# -- the simulator's side of a tensor (only ``sim`` modules, verify and simulate use these) ---------------
 
-    def __init__(self, t: Tensor) -> None:
-        super().__init__(t.storage, t.arr, t.steps, t.coords, t.par_axis)
-        self.pending = True
+view_of: Callable[[Tensor], View] = _get
+"""The simulator's view behind a kernel's tensor (a TypeError for anything else)."""
+
+
+def wrap(view: View) -> Tensor:
+    """The kernel's handle of a view."""
+    t: Tensor = _new(Tensor)
+    _set(t, view)
+    return t
+
+
+def values_of(t: Tensor, mask: Any = None) -> np.ndarray:
+    """The values a tensor holds (advanced coordinates gathered; masked-out positions may be anything)."""
+    return _get(t).read(mask)
+
+
+def host_copy(t: Tensor) -> np.ndarray:
+    """A NumPy copy of a tensor's values in its dtype (kernel outputs, inputs passed on as arguments)."""
+    return np.array(_get(t).read(), copy=True)
+
+
+def write_into(t: Tensor, values: Any, mask: Any = None, accumulate: bool = False) -> None:
+    """Store values into a tensor (cast to its dtype), honouring mask and every write check."""
+    _get(t).write(values, mask, accumulate)
+
+
+def storage_of(t: Tensor) -> Storage:
+    return _get(t).storage
+
+
+def describe(t: Any) -> str:
+    """``name[shape]`` of a tensor, for messages."""
+    return _get(t).describe() if isinstance(t, Tensor) else repr(t)
+
+
+def mask_values(mask: Any) -> np.ndarray:
+    """A mask (classic ``mask=``: index predicate, tile or array) as a bool array."""
+    return _view_mask_values(_get(mask) if isinstance(mask, Tensor) else mask)
+
+
+def allocate(shape: Any, dtype: Any, buffer: Any = None, name: str = "", fill: Any = None,
+             par_axis: int | None = None, initial: np.ndarray | None = None) -> Tensor:
+    """Create a tensor (``storage.new_storage`` does the checks); on-chip memory without ``fill`` is poisoned.
+
+    ``initial`` (an array the caller owns, already of this shape and dtype) becomes the storage as is."""
+    return wrap(View(new_storage(shape, dtype, buffer, name, fill, par_axis, initial)))
+
+
+def wrap_array(arr: np.ndarray, buffer: Buffer, name: str, site: SourceLocation | None = None) -> Tensor:
+    """Wrap a NumPy array as a kernel argument / result tensor (no capacity accounting for HBM)."""
+    st = Storage(arr, buffer, name, site)
+    st.written = True
+    return wrap(View(st))
+
+
+def _unwrap_key(key: Any) -> Any:
+    if isinstance(key, Tensor):
+        return _get(key)
+    if isinstance(key, tuple):
+        return tuple(_get(k) if isinstance(k, Tensor) else k for k in key)
+    return key
+
+
+def _layout(v: View) -> tuple[tuple[int, ...], int]:
+    if v.coords is not None:
+        raise NkiError("sim_unsupported_api", f"strides of an nl.arange-indexed access of `{v.name}` are not "
+                       "modelled by the embedded simulator", caller_location())
+    item = v.arr.itemsize
+    base = v.storage.array
+    offset = (v.arr.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // item
+    return tuple(int(s) // item for s in v.arr.strides), int(offset)
+
+
+def _unmodelled(method: str) -> NkiError:
+    return NkiError("sim_unsupported_api", f"NkiTensor.{method} is not modelled by the embedded simulator yet",
+                    caller_location())
 
 
 def _truth_error(t: Tensor) -> NkiError:
-    import ast
-
-    from ..location import ast_context
-
     loc = caller_location()
     ctx = ast_context(loc) if loc else []
     for node in ctx[:3]:
@@ -666,96 +463,6 @@ def _truth_error(t: Tensor) -> NkiError:
                     f"dynamic control-flow depending on tensor value (`{t.name}`) is not supported.", loc)
 
 
-def _as_slices(arrays: list[np.ndarray], bshape: tuple[int, ...], dims: tuple[int, ...]) -> tuple[Any, ...] | None:
-    """Basic-index equivalent of advanced coordinates when each one is a scalar or an in-bounds arithmetic
-    progression along its own result axis, in storage order (``t*128 + arange(128)[:, None]`` ...)."""
-    key: list[Any] = []
-    last_axis = -1
-    for dim, a in enumerate(arrays):
-        if a.size == 1 and a.ndim == 0:
-            v = int(a)
-            if not 0 <= v < dims[dim]:
-                return None
-            key.append(v)
-            continue
-        axes = [k for k, n in enumerate(a.shape) if n != 1]
-        if len(axes) != 1 or a.ndim != len(bshape) or axes[0] <= last_axis:
-            return None
-        axis = axes[0]
-        last_axis = axis
-        flat = a.reshape(-1)
-        n = flat.size
-        start = int(flat[0])
-        step = int(flat[1] - flat[0]) if n > 1 else 1
-        if step <= 0 or not np.array_equal(flat, start + step * np.arange(n)):
-            return None
-        stop = start + step * (n - 1) + 1
-        if start < 0 or stop > dims[dim]:
-            return None
-        key.append(slice(start, stop, step))
-    # every result axis must come from exactly one coordinate (no broadcast-only axes)
-    n_axes = sum(1 for k in key if isinstance(k, slice))
-    return tuple(key) if n_axes == len(bshape) else None
-
-
-def _poison(st: Storage) -> None:
-    st.array.fill(dtypes.poison(st.array.dtype))
-    st.unpoisoned = False
-
-
-def _created_here(st: Storage) -> tuple[Related, ...]:
-    if st.site is None:
-        return ()
-    return (Related(st.site, f"`{st.name}` {list(st.shape)} in {st.buffer.label} created here"),)
-
-
-def _expand_ellipsis(keys: tuple[Any, ...], ndim: int) -> tuple[Any, ...]:
-    if any(k is Ellipsis for k in keys):
-        i = next(j for j, k in enumerate(keys) if k is Ellipsis)
-        fill = ndim - (len(keys) - 1 - sum(1 for k in keys if k is None))
-        return keys[:i] + (slice(None),) * max(fill, 0) + keys[i + 1:]
-    return keys
-
-
-def _as_int(k: Any) -> int:
-    if isinstance(k, (bool, np.bool_)):
-        return int(k)
-    if isinstance(k, (int, np.integer)):
-        return int(k)
-    if isinstance(k, Index):
-        raise NkiError("err_unsupported_mixing_basic_advanced_tensor_indexing",
-                       "nl.arange values cannot be mixed with slices", caller_location())
-    if isinstance(k, Tensor):
-        raise NkiError("err_dynamic_control_flow_not_supported",
-                       f"tensor `{k.name}` holds runtime values and cannot be used as a static index",
-                       caller_location())
-    try:
-        return int(k.__index__())
-    except Exception:
-        raise NkiError("sim_invalid_argument", f"unsupported index {k!r}", caller_location()) from None
-
-
-def _dynamic_index(k: Any) -> Any:
-    """A tensor used as an index (classic indirect DMA) becomes its integer values."""
-    if isinstance(k, Tensor):
-        vals = k.read()
-        if not dtypes.is_int(vals.dtype) and not np.all(np.isfinite(vals)):
-            raise NkiError("err_tensor_access_out_of_bound",
-                           f"indirect index tensor `{k.name}` holds non-finite values", caller_location())
-        return np.asarray(vals).astype(np.int64)
-    return k
-
-
-def mask_values(mask: Any) -> np.ndarray:
-    if isinstance(mask, Mask):
-        return mask.values
-    if isinstance(mask, Tensor):
-        return mask.read().astype(bool)
-    return np.asarray(mask, dtype=bool)
-
-
-def wrap_array(arr: np.ndarray, buffer: Buffer, name: str, site: SourceLocation | None = None) -> Tensor:
-    """Wrap a NumPy array as a kernel argument / result tensor (no capacity accounting for HBM)."""
-    st = Storage(arr, buffer, name, site)
-    st.written = True
-    return Tensor(st)
+__all__ = ["OPERATORS", "ParDim", "Storage", "Tensor", "TensorAttributeError", "allocate", "describe",
+           "host_access_error", "host_copy", "mask_values", "par_dim", "storage_of", "values_of", "view_of",
+           "wrap", "wrap_array", "write_into"]

@@ -1,7 +1,8 @@
 """View methods of ``NkiTensor`` (new API): reshape, permute, broadcast, slice/select, ``ap`` access patterns.
 
 Views share storage. Each view records a step so the same view can be replayed on side arrays of
-the storage's shape (write owners, PSUM accumulation flags).
+the storage's shape (write owners, PSUM accumulation flags). The methods here act on the simulator's
+``view.View``; kernel code reaches them through the ``tensor.Tensor`` methods of the same names.
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ def _fail(msg: str) -> NkiError:
 
 
 class ViewsMixin:
-    """Methods shared by every tensor view (requires ``view``, ``shape``, ``buffer``, ``_derive``)."""
+    """View-making methods of ``view.View`` (requires ``arr``, ``shape``, ``buffer``, ``_derive``)."""
 
     __slots__ = ()
 
@@ -175,22 +176,9 @@ class ViewsMixin:
                            f"access pattern {pat} at offset {offset} leaves tensor `{st.name}` of {base.size} elements",
                            caller_location())
         step = APStep(pat, int(offset))
-        from .tensor import Tensor
+        from .view import View
 
-        return Tensor(st, step.apply(base), (step,), None, 0)
-
-    reinterpret_cast = view
-
-    def broadcast_to(self, shape: Any) -> Any:
-        """Classic ``tile.broadcast_to(shape)``: a new tile (same as ``nl.broadcast_to``)."""
-        from .ops.memory import broadcast_to
-
-        return broadcast_to(self, shape)
-
-    def astype(self, dtype: Any) -> Any:
-        from .ops.memory import copy
-
-        return copy(self, dtype=dtype)
+        return View(st, step.apply(base), (step,), None, 0)
 
     def is_contiguous(self) -> bool:
         return bool(self.arr.flags.c_contiguous)

@@ -18,7 +18,7 @@ from .. import runtime
 from ..buffers import Buffer, psum, sbuf
 from ..index import Index, Mask
 from ..predicate import set_predicate
-from ..tensor import Tensor, allocate, mask_values
+from ..tensor import Tensor, allocate, describe, mask_values, storage_of, values_of, view_of, write_into
 
 ALU: dict[str, Any] = {}  # op name -> numpy implementation on fp32 arrays, filled by elementwise.py
 
@@ -36,7 +36,7 @@ def is_tile(x: Any) -> bool:
 def values(x: Any, mask: Any = None) -> np.ndarray:
     """Raw values of an operand in its own dtype (tensor, index expression or scalar)."""
     if isinstance(x, Tensor):
-        return x.read(mask)
+        return values_of(x, mask)
     if isinstance(x, Index):
         return x.values
     if isinstance(x, Mask):
@@ -54,9 +54,10 @@ def fp32(x: Any, mask: Any = None) -> np.ndarray:
 
 
 def where(t: Tensor) -> tuple[Related, ...]:
-    if t.storage.site is None:
+    st = storage_of(t)
+    if st.site is None:
         return ()
-    return (Related(t.storage.site, f"`{t.name}` {list(t.storage.shape)} in {t.buffer.label} created here"),)
+    return (Related(st.site, f"`{t.name}` {list(st.shape)} in {t.buffer.label} created here"),)
 
 
 def require_on_chip(api: str, name: str, x: Any, allow_psum: bool = True, allow_sbuf: bool = True) -> None:
@@ -86,7 +87,7 @@ def partitions(x: Tensor) -> int:
 def check_partition_limit(api: str, name: str, x: Any) -> None:
     if isinstance(x, Tensor) and x.buffer.is_on_chip and x.ndim and x.shape[0] > runtime.require(api).target.pmax:
         raise NkiError("err_num_partition_exceed_arch_limit",
-                       f"number of partitions {x.shape[0]} of '{name}' {x.describe()} of '{api}' exceed architecture "
+                       f"number of partitions {x.shape[0]} of '{name}' {describe(x)} of '{api}' exceed architecture "
                        f"limitation of {runtime.require(api).target.pmax}.", caller_location(), where(x))
 
 
@@ -154,8 +155,8 @@ def emit(result: np.ndarray, dtype: Any, mask: Any = None, buffer: Buffer | None
             arr = np.array(arr, dtype=dt, copy=True)
         return allocate(shape, dt, buffer or sbuf, name=name, initial=arr)
     out = new_tile(shape, dtype, buffer, name)
-    out.write(result, mask)
-    set_predicate(out, mask)  # dst[...] = op(..., mask=m) writes only m (see sim/predicate.py)
+    write_into(out, result, mask)
+    set_predicate(view_of(out), mask)  # dst[...] = op(..., mask=m) writes only m (see sim/predicate.py)
     return out
 
 
@@ -165,11 +166,11 @@ def store_into(api: str, dst: Any, result: np.ndarray) -> None:
         raise NkiError("sim_invalid_argument", f"'{api}' needs a dst tensor as its first argument", caller_location())
     if dst.size != result.size and not _broadcastable(result.shape, dst.shape):
         raise NkiError("sim_shape_mismatch",
-                       f"'{api}' result shape {list(result.shape)} does not match dst {dst.describe()}",
+                       f"'{api}' result shape {list(result.shape)} does not match dst {describe(dst)}",
                        caller_location(), where(dst))
     if result.shape != dst.shape:
         result = result.reshape(dst.shape) if dst.size == result.size else np.broadcast_to(result, dst.shape)
-    dst.write(result)
+    write_into(dst, result)
 
 
 def _broadcastable(src: tuple[int, ...], dst: tuple[int, ...]) -> bool:

@@ -16,7 +16,7 @@ from ... import dtypes
 from ...errors import NkiError
 from ...location import caller_location
 from .. import runtime
-from ..tensor import OPERATORS, Tensor
+from ..tensor import OPERATORS, Tensor, describe
 from . import common as c
 
 
@@ -165,7 +165,7 @@ def binary(api: str, x: Any, y: Any, dtype: Any = None, mask: Any = None) -> Ten
     if (isinstance(x, Tensor) and isinstance(y, Tensor) and x.shape != y.shape
             and runtime.require(api).generation == runtime.NEW):
         raise NkiError("sim_shape_mismatch",
-                       f"nl.{api} in the new NKI API does not broadcast: {x.describe()} vs {y.describe()}; use "
+                       f"nl.{api} in the new NKI API does not broadcast: {describe(x)} vs {describe(y)}; use "
                        "nisa.tensor_scalar for a (P, 1) operand or .broadcast() a size-1 free dim", caller_location())
     if api in BITWISE:
         a, b = c.values(x, m), c.values(y, m)

@@ -16,7 +16,7 @@ from ...errors import NkiError
 from ...location import caller_location
 from .. import runtime
 from ..index import Index, Mask
-from ..tensor import Tensor
+from ..tensor import Tensor, describe, storage_of, values_of, view_of, write_into
 from . import common as c
 from .elementwise import UNARY
 from .matmul import check_psum_dst, matmul_values, transpose_values
@@ -34,7 +34,7 @@ def _vector_operand(api: str, name: str, v: Any, p: int, code: str = "sim_invali
         arr = c.fp32(v)
         if arr.ndim < 2 or arr.shape[0] != p or int(np.prod(arr.shape[1:])) != 1:
             raise NkiError(code, f"'{name}' of '{api}' must be a scalar or a ({p}, 1) vector along the partition "
-                           f"dim, got {v.describe()}", caller_location(), c.where(v))
+                           f"dim, got {describe(v)}", caller_location(), c.where(v))
         return arr.reshape(p, 1)
     if isinstance(v, (Index, Mask)):
         raise NkiError("sim_invalid_argument", f"'{name}' of '{api}' cannot be an index expression", caller_location())
@@ -83,7 +83,7 @@ def reduce_into(api: str, res: np.ndarray, reduce_op: Any, reduce_res: Any, redu
     if cmd in (_REDUCE, _LOAD_REDUCE):
         prev = c.fp32(reduce_res).reshape(res.shape[0], 1)
         red = {"add": np.add, "maximum": np.maximum, "minimum": np.minimum, "multiply": np.multiply}[name](prev, red)
-    reduce_res.write(red.reshape(reduce_res.shape))
+    write_into(reduce_res, red.reshape(reduce_res.shape))
 
 
 def tensor_tensor_values(data1: Any, data2: Any, op: Any) -> np.ndarray:
@@ -94,7 +94,7 @@ def tensor_tensor_values(data1: Any, data2: Any, op: Any) -> np.ndarray:
         c.require_on_chip(api, n, t)
     c.check_same_partitions(api, (("data1", data1), ("data2", data2)))
     c.check_not_both_psum(api, data1, data2)
-    a, b = data1.read(), data2.read()
+    a, b = values_of(data1), values_of(data2)
     gen = runtime.require(api).generation
     if gen == runtime.CLASSIC and a.shape != b.shape and a.shape[0] == b.shape[0] and (
             b.size == b.shape[0] or a.size == a.shape[0]):
@@ -105,7 +105,7 @@ def tensor_tensor_values(data1: Any, data2: Any, op: Any) -> np.ndarray:
     if a.size != b.size:
         raise NkiError("sim_shape_mismatch",
                        f"tensor_tensor operands must have the same number of elements per partition: "
-                       f"{data1.describe()} vs {data2.describe()} (use tensor_scalar to broadcast a (P, 1) vector)",
+                       f"{describe(data1)} vs {describe(data2)} (use tensor_scalar to broadcast a (P, 1) vector)",
                        caller_location(), c.where(data1) + c.where(data2))
     b = b.reshape(a.shape)
     name = c.op_name(op)
@@ -174,7 +174,7 @@ def tensor_copy_values(src: Any) -> np.ndarray:
     if not isinstance(src, Tensor):
         raise NkiError("sim_invalid_argument", "tensor_copy src must be a tile", caller_location())
     c.require_on_chip("tensor_copy", "src", src)
-    return src.read()
+    return values_of(src)
 
 
 def iota_pattern_values(shape: tuple[int, ...], pattern: Any, offset: Any, channel_multiplier: Any) -> np.ndarray:
@@ -246,23 +246,23 @@ def nc_matmul_into(api: str, dst: Tensor, stationary: Any, moving: Any, accumula
     check_psum_dst(api, dst, res.shape[1])
     if dst.size != res.size:
         raise NkiError("sim_shape_mismatch", f"nc_matmul result [{res.shape[0]}, {res.shape[1]}] does not match dst "
-                       f"{dst.describe()}", caller_location(), c.where(dst))
+                       f"{describe(dst)}", caller_location(), c.where(dst))
     res = res.reshape(dst.shape)
-    st = dst.storage
+    st = storage_of(dst)
     flags = s.psum_open.get(st)
     if flags is None:
         flags = np.zeros(st.array.shape, dtype=bool)
         s.psum_open[st] = flags
     if accumulate is None:
-        open_ = np.array(dst.shadow_get(flags))  # a copy: reading dst below closes the group flags
-        cur = dtypes.to_fp32(dst.read())  # (closes the group flags; they are set again below)
+        open_ = np.array(view_of(dst).shadow_get(flags))  # a copy: reading dst below closes the group flags
+        cur = dtypes.to_fp32(values_of(dst))  # (closes the group flags; they are set again below)
         vals = np.where(open_, cur + res, res)
-        dst.write(vals)
+        write_into(dst, vals)
     elif accumulate:
-        dst.write(res, accumulate=True)
+        write_into(dst, res, accumulate=True)
     else:
-        dst.write(res)
-    dst.shadow_set(flags, True)
+        write_into(dst, res)
+    view_of(dst).shadow_set(flags, True)
 
 
 def transpose_into(api: str, dst: Tensor, data: Any, engine: Any) -> None:

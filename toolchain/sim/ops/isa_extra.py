@@ -25,7 +25,7 @@ from ...errors import NkiError
 from ...location import caller_location
 from .. import runtime
 from ..buffers import sbuf
-from ..tensor import Tensor
+from ..tensor import Tensor, describe, values_of, view_of, write_into
 from . import common as c
 from .isa import _vector_operand
 
@@ -155,7 +155,7 @@ def _reduce(api: str, s: runtime.Simulation, vals: np.ndarray, op: str, reduce_c
     if reduce_res is not None:
         res = _tile(api, "reduce_res", reduce_res)
         if res.shape[0] != p or _free(res) != 1:
-            raise _err("sim_shape_mismatch", f"reduce_res of '{api}' must have shape ({p}, 1), got {res.describe()}",
+            raise _err("sim_shape_mismatch", f"reduce_res of '{api}' must have shape ({p}, 1), got {describe(res)}",
                        res)
         if float_res and not dtypes.is_float(res.dtype):
             raise _err("sim_unsupported_dtype", f"reduce_res of '{api}' must be a float tile, got "
@@ -168,7 +168,7 @@ def _reduce(api: str, s: runtime.Simulation, vals: np.ndarray, op: str, reduce_c
     else:
         acc = _state(s)[0] = _fold(op, _start(api, s, cmd, op, p, init), vals)
     if reduce_res is not None:
-        reduce_res.write((-acc if negate else acc).reshape(reduce_res.shape))
+        write_into(reduce_res, (-acc if negate else acc).reshape(reduce_res.shape))
 
 
 # --------------------------------------------------------------------------- tensor_tensor_scan
@@ -272,7 +272,7 @@ def c_select_reduce(*, dst: Any, predicate: Any, on_true: Any, on_false: Any, re
     c.sim("select_reduce")
     d = _tile("select_reduce", "dst", dst)
     res = select_reduce_values(d, predicate, on_true, on_false, reduce_res, reduce_cmd, reduce_op, reverse_pred)
-    d.write(res.reshape(d.shape), c.mask_of(mask))
+    write_into(d, res.reshape(d.shape), c.mask_of(mask))
 
 
 def n_select_reduce(dst: Any, predicate: Any, on_true: Any, on_false: Any, reduce_res: Any = None,
@@ -344,7 +344,7 @@ def copy_predicated_values(dst: Tensor, src: Any, predicate: Any, reverse_pred: 
     """tensor_copy_predicated (sdk 2.26/2.32): dst = where(pred, src, dst); src a tile or a scalar."""
     api = "tensor_copy_predicated"
     _same_layout(api, ("dst", dst), ("src", src), ("predicate", predicate))
-    cur = dst.read()
+    cur = values_of(dst)
     if isinstance(src, Tensor):
         _tile(api, "src", src)
         c.check_not_both_psum(api, src, predicate)
@@ -360,7 +360,7 @@ def c_tensor_copy_predicated(*, src: Any, dst: Any, predicate: Any, reverse_pred
                              dtype: Any = None, **kw: Any) -> None:
     c.sim("tensor_copy_predicated")
     d = _tile("tensor_copy_predicated", "dst", dst)
-    d.write(copy_predicated_values(d, src, predicate, reverse_pred), c.mask_of(mask))
+    write_into(d, copy_predicated_values(d, src, predicate, reverse_pred), c.mask_of(mask))
 
 
 def n_tensor_copy_predicated(dst: Any, src: Any, predicate: Any, reverse_pred: bool = False, name: Any = None) -> None:
@@ -371,12 +371,13 @@ def n_tensor_copy_predicated(dst: Any, src: Any, predicate: Any, reverse_pred: b
 
 # --------------------------------------------------------------------------- nc_stream_shuffle
 def _start_partition(t: Tensor) -> int | None:
-    if t.coords is not None:
-        return int(np.min(t.coords[0])) if t.coords[0].size else 0
-    base = t.storage.array
-    if t.par_axis != 0 or not base.ndim or not base.strides[0]:
+    v = view_of(t)
+    if v.coords is not None:
+        return int(np.min(v.coords[0])) if v.coords[0].size else 0
+    base = v.storage.array
+    if v.par_axis != 0 or not base.ndim or not base.strides[0]:
         return None
-    off = t.arr.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+    off = v.arr.__array_interface__["data"][0] - base.__array_interface__["data"][0]
     return off // base.strides[0]
 
 
@@ -385,7 +386,7 @@ def stream_shuffle_into(api: str, src: Any, dst: Any, shuffle_mask: Any, mask: A
     s, d = _tile(api, "src", src), _tile(api, "dst", dst)
     _same_dtype(api, d, s)
     if _free(s) != _free(d):
-        raise _err("sim_shape_mismatch", f"src {s.describe()} and dst {d.describe()} of '{api}' must have the same "
+        raise _err("sim_shape_mismatch", f"src {describe(s)} and dst {describe(d)} of '{api}' must have the same "
                    "number of elements per partition", s, d)
     sm = [int(v) for v in shuffle_mask]
     if len(sm) != 32 or any(not (0 <= v < 32 or v == 255) for v in sm):
@@ -397,8 +398,8 @@ def stream_shuffle_into(api: str, src: Any, dst: Any, shuffle_mask: Any, mask: A
         if sp is not None and sp not in starts:
             raise _err("sim_invalid_argument", f"{n} of '{api}' starts at partition {sp}; with {active} active "
                        f"partitions it must start at {' / '.join(map(str, starts))}", t)
-    x = _flat(np.array(s.read()))
-    out = _flat(np.array(d.read()))
+    x = _flat(np.array(values_of(s)))
+    out = _flat(np.array(values_of(d)))
     for q in range(active // 32):
         for i, v in enumerate(sm):
             pd, ps = q * 32 + i, q * 32 + v
@@ -406,9 +407,9 @@ def stream_shuffle_into(api: str, src: Any, dst: Any, shuffle_mask: Any, mask: A
                 continue
             if ps >= x.shape[0]:
                 raise _err("sim_invalid_argument", f"shuffle_mask[{i}] = {v} of '{api}' reads partition {ps} but src "
-                           f"{s.describe()} has {x.shape[0]}", s)
+                           f"{describe(s)} has {x.shape[0]}", s)
             out[pd] = x[ps]
-    d.write(out.reshape(d.shape), c.mask_of(mask))
+    write_into(d, out.reshape(d.shape), c.mask_of(mask))
 
 
 def c_nc_stream_shuffle(src: Any, dst: Any, shuffle_mask: Any, *, dtype: Any = None, mask: Any = None,
@@ -445,7 +446,7 @@ def local_gather_values(src_buffer: Any, index: Any, num_elem_per_idx: Any = 1,
     if nvalid > 4096:
         raise _err("err_size_of_dimension_exceed_arch_limit", f"'{api}' gathers {nvalid} indices per GpSimd core; "
                    "the limit is 4096", idx)
-    data, ind = _flat(src.read()), _flat(c.values(idx)).astype(np.int64)
+    data, ind = _flat(values_of(src)), _flat(c.values(idx)).astype(np.int64)
     n = data.shape[1]
     out = np.empty((p, nvalid * k), dtype=data.dtype)
     for core in range(p // 16):
@@ -453,7 +454,7 @@ def local_gather_values(src_buffer: Any, index: Any, num_elem_per_idx: Any = 1,
         i1d = ind[rows].flatten(order="F")[:nvalid]
         if i1d.size and (i1d.min() < 0 or i1d.max() + k > n):
             raise _err("sim_invalid_argument", f"'{api}' index {int(i1d.max())} (+{k} elements) is out of range for "
-                       f"{n} elements per partition of {src.describe()}", idx)
+                       f"{n} elements per partition of {describe(src)}", idx)
         cols = (i1d[:, None] + np.arange(k)[None, :]).reshape(-1)
         out[rows] = data[rows][:, cols]
     return out
@@ -485,12 +486,12 @@ def n_nc_n_gather(dst: Any, data: Any, indices: Any, name: Any = None) -> None:
     _same_dtype(api, d, x, "dst", "data")
     _dtype_in(api, "indices", ix, ("uint32",))
     if _free(d) != _free(ix):
-        raise _err("sim_shape_mismatch", f"dst {d.describe()} of '{api}' must have as many elements per partition as "
-                   f"indices {ix.describe()}", d, ix)
-    vals, ind = _flat(x.read()), _flat(c.values(ix)).astype(np.int64)
+        raise _err("sim_shape_mismatch", f"dst {describe(d)} of '{api}' must have as many elements per partition as "
+                   f"indices {describe(ix)}", d, ix)
+    vals, ind = _flat(values_of(x)), _flat(c.values(ix)).astype(np.int64)
     if ind.size and (ind.min() < 0 or ind.max() >= vals.shape[1]):
         raise _err("sim_invalid_argument", f"'{api}' index {int(ind.max())} is outside [0, {vals.shape[1]}) of "
-                   f"{x.describe()}", ix)
+                   f"{describe(x)}", ix)
     c.store_into(api, d, np.take_along_axis(vals, ind, axis=1))
 
 
@@ -546,7 +547,7 @@ def dma_transpose_values(src: Any, axes: Any, dge_mode: Any = None) -> np.ndarra
                    "but got a tile in 'psum' instead.", src)
     perm = _PERMS.get(src.ndim)
     if perm is None:
-        raise _err("sim_invalid_argument", f"'{api}' supports 2-D, 3-D and 4-D src, got {src.describe()}", src)
+        raise _err("sim_invalid_argument", f"'{api}' supports 2-D, 3-D and 4-D src, got {describe(src)}", src)
     if axes is not None and tuple(int(a) for a in axes) != perm:
         raise _err("sim_invalid_argument", f"axes {tuple(axes)} of '{api}' are not supported for a {src.ndim}-D src; "
                    f"use {perm}", src)
@@ -556,8 +557,8 @@ def dma_transpose_values(src: Any, axes: Any, dge_mode: Any = None) -> np.ndarra
         if s.target.nc_version < 3 or src.itemsize != 2 or sh[-1] > 128 or not ok0:
             raise _err("sim_invalid_argument", f"hardware-DGE '{api}' needs NeuronCore-v3+, a 2-byte dtype, "
                        "src.shape[-1] <= 128 and src.shape[0] == 16 (2-D) or in {1, 2, 4, 8, 16} with "
-                       f"(shape[0] * shape[-2]) % 16 == 0; got {src.describe()} {dtypes.name(src.dtype)}", src)
-    res = np.transpose(src.read(), perm)
+                       f"(shape[0] * shape[-2]) % 16 == 0; got {describe(src)} {dtypes.name(src.dtype)}", src)
+    res = np.transpose(values_of(src), perm)
     if res.shape[0] > s.target.pmax:
         raise _err("err_num_partition_exceed_arch_limit", f"'{api}' result partition dim {res.shape[0]} (src.shape[-1]) "
                    f"exceeds {s.target.pmax}", src)
@@ -581,7 +582,7 @@ def n_dma_transpose(dst: Any, src: Any, axes: Any = None, priority: Any = None, 
     res = dma_transpose_values(src, axes, dge_mode)
     _same_dtype(api, d, src)
     if tuple(d.shape) != res.shape:
-        raise _err("sim_shape_mismatch", f"dst {d.describe()} of '{api}' must have the transposed shape "
+        raise _err("sim_shape_mismatch", f"dst {describe(d)} of '{api}' must have the transposed shape "
                    f"{list(res.shape)} (same rank as src)", d)
     c.store_into(api, d, res)
 
@@ -590,14 +591,14 @@ def n_dma_transpose(dst: Any, src: Any, axes: Any = None, priority: Any = None, 
 def _n_range(api: str, name: str, t: Tensor, lo: int, hi: int = 16384) -> None:
     if not lo <= _free(t) <= hi:
         raise _err("err_size_of_dimension_exceed_arch_limit", f"'{api}' reads {_free(t)} elements per partition of "
-                   f"'{name}' {t.describe()}; it must be between {lo} and {hi}", t)
+                   f"'{name}' {describe(t)}; it must be between {lo} and {hi}", t)
 
 
 def _vals8(api: str, data: Tensor, vals: Any) -> np.ndarray:
     v = _tile(api, "vals", vals)
     c.check_same_partitions(api, (("data", data), ("vals", v)))
     if _free(v) != 8:
-        raise _err("sim_shape_mismatch", f"vals {v.describe()} of '{api}' must hold exactly 8 elements per partition",
+        raise _err("sim_shape_mismatch", f"vals {describe(v)} of '{api}' must hold exactly 8 elements per partition",
                    v)
     return _flat(c.fp32(v))
 
@@ -623,7 +624,7 @@ def n_max8(dst: Any, src: Any, name: Any = None) -> None:
     d = _tile("max8", "dst", dst)
     res = max8_values(src)
     if d.shape[0] != res.shape[0] or _free(d) != 8:
-        raise _err("sim_shape_mismatch", f"dst {d.describe()} of 'max8' must be [{res.shape[0]}, 8]", d)
+        raise _err("sim_shape_mismatch", f"dst {describe(d)} of 'max8' must be [{res.shape[0]}, 8]", d)
     c.store_into("max8", d, res)
 
 
@@ -683,9 +684,9 @@ def match_replace8_values(data: Any, vals: Any, imm: Any, dst_idx: Any, reverse:
     if dst_idx is not None:
         di = _tile(api, "dst_idx", dst_idx)
         if di.shape[0] != x.shape[0] or _free(di) != 8:
-            raise _err("sim_shape_mismatch", f"dst_idx {di.describe()} of '{api}' must hold 8 indices per partition",
+            raise _err("sim_shape_mismatch", f"dst_idx {describe(di)} of '{api}' must hold 8 indices per partition",
                        di)
-        di.write(idx.reshape(di.shape))
+        write_into(di, idx.reshape(di.shape))
     return x.reshape(t.shape)
 
 
@@ -712,7 +713,7 @@ def partition_reduce_values(op: Any, data: Any) -> np.ndarray:
     if n in ("bitwise_or", "bitwise_and"):
         if not dtypes.is_int(t.dtype):
             raise _err("sim_unsupported_dtype", f"'{n}' of '{api}' needs integer data, got {dtypes.name(t.dtype)}", t)
-        return (np.bitwise_or if n == "bitwise_or" else np.bitwise_and).reduce(t.read(), axis=0, keepdims=True)
+        return (np.bitwise_or if n == "bitwise_or" else np.bitwise_and).reduce(values_of(t), axis=0, keepdims=True)
     fns: dict[str, Callable[..., Any]] = {"add": np.sum, "maximum": np.max, "average": np.mean, "minimum": np.min}
     if n not in fns or (n == "average" and runtime.require(api).generation == runtime.CLASSIC):
         raise _err("sim_invalid_argument", f"op '{n}' of '{api}' must be add, max, bitwise_or or bitwise_and"
@@ -780,8 +781,8 @@ def n_exponential(dst: Any, src: Any, max_value: Any = 0.0, reduce_res: Any = No
     d, x = _tile(api, "dst", dst), _tile(api, "src", src)
     _same_layout(api, ("dst", d), ("src", x))
     if x.ndim > 4 or d.ndim > 4:
-        raise _err("err_exceed_max_supported_dimension", f"'{api}' supports up to 4-D src/dst, got {x.describe()} -> "
-                   f"{d.describe()}", x)
+        raise _err("err_exceed_max_supported_dimension", f"'{api}' supports up to 4-D src/dst, got {describe(x)} -> "
+                   f"{describe(d)}", x)
     if _cmd(reduce_cmd) != _LOAD_REDUCE and not _is_zero(reduce_init):
         raise _err("sim_invalid_argument", f"reduce_init of '{api}' must be 0.0 unless reduce_cmd is load_reduce")
     p = x.shape[0]

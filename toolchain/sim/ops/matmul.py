@@ -16,7 +16,8 @@ from ...errors import NkiError
 from ...location import caller_location
 from .. import runtime
 from ..buffers import psum, sbuf
-from ..tensor import Tensor
+from ..tensor import Tensor, describe, values_of, view_of, wrap
+from ..view import View
 from . import common as c
 
 _FP32ISH = ("float32", "tfloat32")
@@ -36,13 +37,13 @@ def check_matmul(api: str, stationary: Any, moving: Any, strict_memory: bool,
             raise NkiError("sim_unsupported_dtype",
                            f"'{api}' operand '{name}' has dtype {dn}, which TensorE does not accept on {t.name} "
                            f"(accepted: {', '.join(t.matmul_input_dtypes)})", caller_location(), c.where(x))
-    a, b = stationary.read(), moving.read()
+    a, b = values_of(stationary), values_of(moving)
     if "double_row" in str(getattr(perf_mode, "value", perf_mode) or ""):
         # double-row mode: operands are [K, 2, M] / [K, 2, N]; the "2" joins the contraction (2 x 128)
         if a.ndim != 3 or b.ndim != 3 or a.shape[1] != 2 or b.shape[1] != 2:
             raise NkiError("sim_invalid_argument",
-                           f"double_row nc_matmul needs [K, 2, M] and [K, 2, N] operands, got {stationary.describe()} "
-                           f"and {moving.describe()}", caller_location())
+                           f"double_row nc_matmul needs [K, 2, M] and [K, 2, N] operands, got {describe(stationary)} "
+                           f"and {describe(moving)}", caller_location())
         if t.nc_version < 3:
             raise NkiError("sim_unsupported_dtype", f"double_row matmul needs trn2 or later, not {t.name}",
                            caller_location())
@@ -61,8 +62,8 @@ def check_matmul(api: str, stationary: Any, moving: Any, strict_memory: bool,
     k2, n = b.shape
     if k1 != k2:
         raise NkiError("err_num_partition_mismatch",
-                       f"contraction (partition) sizes differ in '{api}': stationary {stationary.describe()} vs moving "
-                       f"{moving.describe()}; both operands must hold K on the partition dim",
+                       f"contraction (partition) sizes differ in '{api}': stationary {describe(stationary)} vs moving "
+                       f"{describe(moving)}; both operands must hold K on the partition dim",
                        caller_location(), c.where(stationary) + c.where(moving))
     if k1 > t.pmax:
         raise NkiError("err_num_partition_exceed_arch_limit",
@@ -119,24 +120,24 @@ def nl_matmul(x: Any, y: Any, transpose_x: bool = False, mask: Any = None, **kw:
     if not transpose_x:
         if not isinstance(x, Tensor):
             raise NkiError("sim_invalid_argument", "nl.matmul operand x must be a tile", caller_location())
-        xv = x.read()
+        xv = values_of(x)
         if xv.shape[1] > s.target.pmax or xv.shape[0] > s.target.gemm_stationary_fmax:
             raise NkiError("sim_matmul_operand_limit",
-                           f"nl.matmul x {x.describe()} exceeds [128, 128]; tile M and K to 128",
+                           f"nl.matmul x {describe(x)} exceeds [128, 128]; tile M and K to 128",
                            caller_location(), c.where(x))
-        xt = _Transposed(x, xv.T)
+        xt = wrap(_Transposed(view_of(x), xv.T))
         res = matmul_values("matmul", xt, y, strict=False)
     else:
         res = matmul_values("matmul", x, y, strict=False)
     return c.emit(res, dtypes.float32, c.mask_of(mask), psum, fresh=True)
 
 
-class _Transposed(Tensor):
+class _Transposed(View):
     """A read-only transposed stand-in for nl.matmul's implicit transpose."""
 
     __slots__ = ("_vals",)
 
-    def __init__(self, base: Tensor, vals: np.ndarray) -> None:
+    def __init__(self, base: View, vals: np.ndarray) -> None:
         super().__init__(base.storage)
         self._vals = vals
 
@@ -154,11 +155,11 @@ def nl_transpose(x: Any, dtype: Any = None, mask: Any = None, **kw: Any) -> Tens
     vals = c.values(x, c.mask_of(mask))
     if vals.ndim != 2:
         raise NkiError("err_exceed_max_supported_dimension",
-                       f"parameter '{x.describe()}' of 'transpose' exceed max supported number of dimensions of 2.",
+                       f"parameter '{describe(x)}' of 'transpose' exceed max supported number of dimensions of 2.",
                        caller_location())
     if vals.shape[1] > 128:
         raise NkiError("err_size_of_dimension_exceed_arch_limit",
-                       f"size of dimension 1 in '{x.describe()}' of 'transpose' exceed architecture limitation of 128.",
+                       f"size of dimension 1 in '{describe(x)}' of 'transpose' exceed architecture limitation of 128.",
                        caller_location())
     out_dt = dtypes.as_dtype(dtype) if dtype is not None else x.dtype
     return c.emit(np.array(vals.T), out_dt, None, sbuf)
@@ -169,7 +170,7 @@ def transpose_values(api: str, data: Any, engine: Any) -> tuple[np.ndarray, str]
     s = runtime.require(api)
     if not isinstance(data, Tensor):
         raise NkiError("sim_invalid_argument", f"'{api}' data must be a tile", caller_location())
-    vals = data.read()
+    vals = values_of(data)
     vals2 = vals.reshape(vals.shape[0], -1)
     p, f = vals2.shape
     eng = str(getattr(engine, "name", engine) or "").lower()

@@ -16,7 +16,7 @@ from ...location import caller_location
 from .. import runtime
 from ..buffers import Buffer, as_buffer, psum, sbuf, shared_hbm
 from ..predicate import set_predicate
-from ..tensor import Tensor, allocate
+from ..tensor import Tensor, allocate, describe, values_of, view_of, write_into
 from . import common as c
 
 
@@ -80,7 +80,7 @@ def load(src: Any, mask: Any = None, dtype: Any = None, **kwargs: Any) -> Tensor
         raise NkiError("sim_invalid_argument", "nl.load expects an HBM tensor access", caller_location())
     c.require_hbm("load", "src", src)
     m = c.mask_of(mask)
-    vals = src.read(m)
+    vals = values_of(src, m)
     out_dt = dtypes.as_dtype(dtype) if dtype is not None else src.dtype
     shape = tuple(vals.shape)
     if len(shape) < 2:
@@ -93,8 +93,8 @@ def load(src: Any, mask: Any = None, dtype: Any = None, **kwargs: Any) -> Tensor
             arr = np.array(arr, dtype=out_dt, copy=True)
         return allocate(shape, out_dt, sbuf, name=f"{src.name}_tile", initial=arr)
     out = allocate(shape, out_dt, sbuf, name=f"{src.name}_tile")
-    out.write(_convert(vals, out_dt), m)
-    set_predicate(out, np.broadcast_to(m, shape))  # buf[...] = nl.load(..., mask=m) writes only m
+    write_into(out, _convert(vals, out_dt), m)
+    set_predicate(view_of(out), np.broadcast_to(m, shape))  # buf[...] = nl.load(..., mask=m) writes only m
     return out
 
 
@@ -123,7 +123,7 @@ def store(dst: Any, value: Any, mask: Any = None, **kwargs: Any) -> None:
     vals = c.values(value, m)
     if isinstance(value, Tensor) and vals.size == dst.size and vals.shape != dst.shape:
         vals = vals.reshape(dst.shape)  # e.g. a (P, 1) tile stored into a 1-D HBM vector
-    dst.write(_convert(np.asarray(vals), dst.dtype) if np.ndim(vals) else vals, m)
+    write_into(dst, _convert(np.asarray(vals), dst.dtype) if np.ndim(vals) else vals, m)
 
 
 def copy(src: Any, mask: Any = None, dtype: Any = None, **kwargs: Any) -> Tensor:
@@ -154,7 +154,7 @@ def load_transpose2d(src: Any, mask: Any = None, dtype: Any = None, **kwargs: An
     vals = c.values(src, c.mask_of(mask))
     if vals.ndim != 2:
         raise NkiError("err_exceed_max_supported_dimension",
-                       f"parameter '{src.describe()}' of 'load_transpose2d' exceed max supported number of dimensions of 2.",
+                       f"parameter '{describe(src)}' of 'load_transpose2d' exceed max supported number of dimensions of 2.",
                        caller_location())
     out_dt = dtypes.as_dtype(dtype) if dtype is not None else vals.dtype
     res = vals.T
@@ -168,7 +168,7 @@ def shared_identity_matrix(n: int, dtype: Any = np.uint8, dst: Any = None, **kwa
     """Classic: a shared HBM constant (kernels nl.load it); new API: an SBUF tile (or written into ``dst``)."""
     s = c.sim("shared_identity_matrix")
     if dst is not None:
-        dst.write(np.eye(int(n)))
+        write_into(dst, np.eye(int(n)))
         return dst  # type: ignore[no-any-return]
     buf = sbuf if s.generation == runtime.NEW else shared_hbm
     out = allocate((int(n), int(n)), dtype, buf, name="identity", initial=dtypes.cast(np.eye(int(n)), dtype))

@@ -4,7 +4,8 @@
 and mount namespaces: the new root is an empty tmpfs holding a read-only view of the system
 libraries, the Python installation, the packages the worker imports and the folders ``spec`` names
 (the user's kernel folder, a search path); ``spec.hidden`` files (the task while the kernel runs)
-are covered by an empty file and their cached bytecode by an empty folder; ``/job`` and ``/tmp`` are
+are covered by ``/dev/null`` (unopenable on bwrap's ``nodev`` bind, and not a file ``import`` can
+find) and their cached bytecode by an empty folder; ``/job`` and ``/tmp`` are
 private size-capped tmpfs mounts, the only writable places (the root itself is remounted read-only;
 the worker starts in the caller's folder, so relative paths mean the same, but sees there only
 what is bound); ``/proc`` shows the jail's own processes
@@ -75,7 +76,7 @@ class JailSpec:
     """What one jailed run may see: read-only folders, files hidden from it, and its tmpfs size."""
 
     readable: tuple[str, ...] = ()  # folders (or files) bound read-only at their own path
-    hidden: tuple[str, ...] = ()  # files that read as empty (and whose bytecode cache is empty)
+    hidden: tuple[str, ...] = ()  # files the jail cannot open (and whose bytecode cache is empty)
     tmpfs_bytes: int = TMPFS_BYTES
 
 

@@ -1,8 +1,8 @@
 """Verification whose verdict is computed where kernel code never runs: the parent is the judge.
 
 ``verify`` starts two jailed workers at once (``roles.py``): the reference role (task code) and the
-kernel role (kernel code; the task file — and any ``protect``-ed file — reads as empty there, its
-bytecode cache too). The kernel worker loads the kernel while the reference runs; when the reference
+kernel role (kernel code; the task file — and any ``protect``-ed file — cannot be opened there, its
+bytecode cache is empty). The kernel worker loads the kernel while the reference runs; when the reference
 answers, the parent sends the kernel worker each seed's arguments, and compares the outputs it
 returns with the expected ones here, with ``verify``'s own functions. The expected outputs exist
 only in this process. A kernel that changes its inputs is caught by comparing the arguments it

@@ -4,7 +4,7 @@
 the model parameters and the reference outputs; they go back to the parent as arrays. No kernel
 code is ever loaded in that process.
 
-``kernel_role`` (kernel code only, in a jail where the task file reads as empty): install the
+``kernel_role`` (kernel code only, in a jail where the task file cannot be opened): install the
 audit-hook tripwire (``guard.py``: a clear message for an attempt, not the boundary), load the
 kernel, then wait for the parent's second frame with the settings and each seed's arguments, run
 the kernel on the simulator and send back, per seed, its outputs and its arguments as they are

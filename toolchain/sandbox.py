@@ -46,7 +46,7 @@ class Job:
 
     request: dict[str, Any]
     readable: tuple[str, ...] = ()  # folders bound read-only besides Python and the toolchain
-    hidden: tuple[str, ...] = ()  # files that read as empty in the jail (the task, for the kernel role)
+    hidden: tuple[str, ...] = ()  # files the jail cannot open (the task, for the kernel role)
     max_result_bytes: int = MAX_RESULT_BYTES
 
 

@@ -32,8 +32,8 @@ CHEATS = [
      ("import sys\n_t = sys.modules.get('nki_agent_task')\n"
       "if _t is not None:\n    _t.reference.__code__ = (lambda a, b: a - b).__code__\n"), None),
     ("read_expected_outputs_anywhere",
-     ("import glob\nfor _f in glob.glob('/tmp/**/*.bin', recursive=True) + glob.glob('/job/**', recursive=True):\n"
-      "    open(_f, 'rb').read()\n"), None),
+     ("import glob, os\nfor _f in glob.glob('/tmp/**/*.bin', recursive=True) + glob.glob('/job/**', recursive=True):\n"
+      "    if os.path.isfile(_f):\n        open(_f, 'rb').read()\n"), None),
     ("frames_via_inspect", "import inspect\n_fr = inspect.currentframe()\n", "sim_sandbox_violation"),
     ("frames_via_traceback", "try:\n    raise ValueError\nexcept ValueError as _x:\n    _fr = _x.__traceback__.tb_frame\n",
      "sim_sandbox_violation"),
@@ -93,7 +93,9 @@ def _figures(res: dict) -> dict:
     keep = ("compiled", "correct", "max_abs_error", "max_rel_error", "mismatches", "atol", "rtol", "target",
             "generation", "peak_sbuf_bytes", "peak_psum_bytes", "trace")
     seeds = [{k: v for k, v in s.items() if not k.endswith("_seconds")} for s in res["seeds"]]
-    return {**{k: res[k] for k in keep}, "seeds": seeds, "codes": _codes(res)}
+    import json
+
+    return json.loads(json.dumps({**{k: res[k] for k in keep}, "seeds": seeds, "codes": _codes(res)}))
 
 
 @pytest.mark.parametrize("kernel", ["kernel_new.py", "kernel_classic.py"])
@@ -229,13 +231,13 @@ def test_a_candidate_copy_imports_sibling_modules_of_the_users_folder(tmp_path: 
 
 def test_the_task_module_stays_closed_through_the_users_folder(tmp_path: Path) -> None:
     """``import task`` finds proj/task.py through the search path; in the kernel's jail its source reads
-    as empty and its cached bytecode (which import reads instead of the source) is not there."""
+    as an empty device (so `import task` finds no module) and its cached bytecode is not there."""
     proj, run = _user_folder(tmp_path)
     before = _tree(proj)
     kernel = _candidate(proj, run, "import task\n_ref = task.reference\n")
     res = api.verify(kernel, str(proj / "task.py"), seeds=1, search_path=[str(proj)])
     assert res["correct"] is False, res["problems"]
-    assert "has no attribute 'reference'" in res["problems"][0]["message"], res["problems"]
+    assert "No module named 'task'" in res["problems"][0]["message"], res["problems"]  # not a file there
     assert _tree(proj) == before
 
 

@@ -101,6 +101,11 @@ ROUTES = {
     "contains": (NEW, "h = 1.0 in x  # route", FLOW, "`in`"),
     "bool": (NEW, "h = 1 if x[0:1, 0:1] else 0  # route", FLOW, "dynamic control-flow"),
     "construct": (NEW, "h = nl.tensor((128, 512), np.float32)  # route", "sim_unsupported_api", "nl.ndarray"),
+    "slice_bound": (NEW, "i = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)\nh = a[i:i + 1, :]  # route", FLOW,
+                    "static index"),
+    "nested_simulate": (NEW, "def _ident(t):\n    o = nl.ndarray(t.shape, dtype=t.dtype, buffer=nl.shared_hbm)\n"
+                             "    nisa.dma_copy(dst=o, src=t)\n    return o\n\n"
+                             "h = nki.simulate(_ident)(a).tolist()  # route", HOST, "no attribute 'tolist'"),
 }
 
 
@@ -156,6 +161,16 @@ def test_redirected_stdout_does_not_see_device_print_values(tmp_path: Path) -> N
             "assert _buf.getvalue() == '', _buf.getvalue()  # route\n"
             "nisa.tensor_tensor(dst=x, data1=x, data2=y, op=nl.add)\nnisa.dma_copy(dst=out, src=x)")
     path, _ = _kernel(tmp_path, NEW, body)
+    res = verify_files(str(path), str(TASK), seeds=1)
+    assert res.correct, res.problems
+
+
+def test_inputs_passed_through_varargs_and_containers_are_tensors(tmp_path: Path) -> None:
+    src = NEW.replace("def kernel(a, b):", "def kernel(*args, **kw):\n    (a, b), = [args] if args else [(kw['a'], kw['b'])]")
+    body = ("assert [type(t).__name__ for t in args] == ['Tensor', 'Tensor'], args\n"
+            "nisa.tensor_tensor(dst=x, data1=x, data2=y, op=nl.add)\nnisa.dma_copy(dst=out, src=x)")
+    path = tmp_path / "kernel.py"
+    path.write_text(src.format(body=textwrap.indent(body, "    ")))
     res = verify_files(str(path), str(TASK), seeds=1)
     assert res.correct, res.problems
 

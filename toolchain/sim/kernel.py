@@ -141,6 +141,12 @@ def _target_for(kernel: Kernel) -> str:
 
 def launch(kernel: Kernel, grid: tuple[int, ...], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Run a kernel on the simulator and return NumPy results."""
+    if runtime.current() is not None:  # a launch from kernel code is a sub-kernel call, never a way to NumPy
+        if grid:
+            raise NkiError("err_nested_kernel_with_spmd_grid",
+                           f"Calling kernel with spmd grid ({kernel.__name__}[...]) inside another kernel is not "
+                           "supported", caller_location())
+        return kernel.func(*args, **kwargs)
     defaults = DEFAULTS.get()
     sim = runtime.new_simulation(_target_for(kernel), kernel.generation, defaults.time_limit)
     _check_grid(sim.target, kernel, grid)
@@ -264,18 +270,26 @@ def _bind_params(func: Callable[..., Any], generation: str, args: tuple[Any, ...
                        caller_location()) from None
     for name, value in list(bound.arguments.items()):
         param = sig.parameters[name]
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            continue
         mutable = param.annotation is mutable_tensor or "mutable" in str(param.annotation)
-        bound.arguments[name] = _to_tensor(value, name, generation, mutable)
+        if param.kind == param.VAR_KEYWORD:  # **kwargs: every array in it is a kernel input too
+            bound.arguments[name] = {k: _to_tensor(v, k, generation, mutable) for k, v in value.items()}
+        else:  # *args arrive as one tuple, converted element by element
+            bound.arguments[name] = _to_tensor(value, name, generation, mutable)
     return bound
 
 
 def _to_tensor(value: Any, name: str, generation: str, mutable: bool) -> Any:
+    """Array-likes (also inside lists, tuples and dicts) become HBM input tensors: kernel code never holds
+    the host array of an input."""
     arr = to_numpy_input(value)
     if arr is None:
-        if isinstance(value, (list, tuple)) and value and all(to_numpy_input(v) is not None for v in value):
-            return type(value)(_to_tensor(v, f"{name}[{i}]", generation, mutable) for i, v in enumerate(value))
+        if isinstance(value, (list, tuple)) and value:
+            items = [_to_tensor(v, f"{name}[{i}]", generation, mutable) for i, v in enumerate(value)]
+            if all(a is b for a, b in zip(items, value)):
+                return value
+            return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
+        if isinstance(value, dict) and value:
+            return {k: _to_tensor(v, f"{name}[{k!r}]", generation, mutable) for k, v in value.items()}
         return value
     t = wrap_array(arr, Buffer("hbm", shared=True, label="shared_hbm"), name)
     st = storage_of(t)

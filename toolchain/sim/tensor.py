@@ -428,12 +428,19 @@ def wrap_array(arr: np.ndarray, buffer: Buffer, name: str, site: SourceLocation 
     return wrap(View(st))
 
 
+def _unwrap(k: Any) -> Any:
+    if isinstance(k, Tensor):
+        return _get(k)
+    if isinstance(k, slice) and any(isinstance(b, Tensor) for b in (k.start, k.stop, k.step)):
+        return slice(_unwrap(k.start), _unwrap(k.stop), _unwrap(k.step))
+    return k
+
+
 def _unwrap_key(key: Any) -> Any:
-    if isinstance(key, Tensor):
-        return _get(key)
+    """An index with the tensors in it (indirect indices, runtime slice bounds) as views."""
     if isinstance(key, tuple):
-        return tuple(_get(k) if isinstance(k, Tensor) else k for k in key)
-    return key
+        return tuple(_unwrap(k) for k in key)
+    return _unwrap(key)
 
 
 def _layout(v: View) -> tuple[tuple[int, ...], int]:

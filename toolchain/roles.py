@@ -47,7 +47,8 @@ def reference_role(req: dict[str, Any]) -> tuple[dict[str, Any], list[np.ndarray
     task_path = req["task"]
     try:
         task = load_task(task_path, search_path(req))
-        seeds, arrays = [], []
+        seeds: list[dict[str, Any]] = []
+        arrays: list[np.ndarray | None] = []
         for seed in range(int(req.get("seeds", 3))):
             inputs, expected, t_ref = draw(task, seed)
             ins = [_to_np(x) for x in inputs]

@@ -83,7 +83,7 @@ def encode(header: dict[str, Any], arrays: Sequence[np.ndarray | None] = ()) -> 
     raw = json.dumps(head, default=str).encode("utf-8")
     pieces: list[bytes | memoryview] = [MAGIC + _LEN.pack(len(raw)) + raw]
     # as bytes: ml_dtypes types (bfloat16, fp8) have no buffer-protocol format of their own
-    pieces += [memoryview(a.reshape(-1).view(np.uint8)) if a.size else b"" for a in arrs if a is not None]
+    pieces += [a.reshape(-1).view(np.uint8).data if a.size else b"" for a in arrs if a is not None]
     return pieces
 
 

@@ -1,0 +1,91 @@
+"""Fixtures of the security tests: the subreaper, the tool process, one scene per test, the language server."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from security_helpers import SECRET_VARS, TOOLS, Harness, LspServer, Scene, make_canary, reap, set_subreaper
+
+
+@pytest.fixture(scope="module", autouse=True)
+def subreaper() -> Iterator[None]:
+    """Every process a run orphans re-parents to this test process, so none escapes the survivor check."""
+    set_subreaper(True)
+    try:
+        yield
+    finally:
+        set_subreaper(False)
+        reap(TOOLS)
+
+
+@pytest.fixture(scope="module")
+def tool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
+    """The long-lived tool process (``harness.py``); a test whose kernel killed it gets a new one next time."""
+    harness = Harness(tmp_path_factory.mktemp("harness") / "stderr.log")
+    harness.start()
+    try:
+        yield harness
+    finally:
+        harness.close()
+        TOOLS.discard(harness.pid)
+
+
+@pytest.fixture
+def scene(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Scene]:
+    """This test's world; the secrets, the fake HOME and TMPDIR are also set in this process's environment
+    (CLI subprocesses inherit them; the harness gets them per request)."""
+    s = Scene(tmp_path)
+    for key, value in s.env().items():
+        monkeypatch.setenv(key, value)
+    try:
+        yield s
+    finally:
+        s.cleanup(TOOLS)
+
+
+class ServerWorld:
+    """The module's language server and the folders it runs with (its canary is in its environment)."""
+
+    def __init__(self, base: Path) -> None:
+        self.canary = make_canary()
+        self.home, self.cwd, self.tmp = base / "home", base / "cwd", base / "tmp"
+        for d in (self.home / ".aws", self.cwd, self.tmp, base / "trajectories"):
+            d.mkdir(parents=True, exist_ok=True)
+        (self.home / ".aws" / "credentials").write_text(f"[default]\naws_secret_access_key = {self.canary}\n")
+        env = {k: v for k, v in os.environ.items() if k not in SECRET_VARS}
+        env.update({var: self.canary for var in SECRET_VARS})
+        env.update(HOME=str(self.home), TMPDIR=str(self.tmp), NKI_AGENT_TRAJECTORY_DIR=str(base / "trajectories"),
+                   NKI_AGENT_CHECK_HELPER="0")
+        self.stderr = base / "server.stderr"
+        self.server = LspServer(env, self.cwd, {"nkiAgent": {"verifyOnSave": True, "simulateOnSave": True,
+                                                             "debounceMs": 20}}, self.stderr)
+
+    def scene(self, root: Path) -> Scene:
+        s = Scene(root, canary=self.canary)
+        s.extra_snapshots = [self.home, self.cwd]
+        s.extra_tmps = [self.tmp]
+        return s
+
+
+@pytest.fixture(scope="module")
+def server_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerWorld]:
+    """One real language server for the whole module (restarted only if a kernel killed it)."""
+    world = ServerWorld(tmp_path_factory.mktemp("server"))
+    world.server.start()
+    try:
+        yield world
+    finally:
+        world.server.close()
+        TOOLS.discard(world.server.pid)
+
+
+@pytest.fixture
+def server_scene(tmp_path: Path, server_world: ServerWorld) -> Iterator[Scene]:
+    s = server_world.scene(tmp_path)
+    try:
+        yield s
+    finally:
+        s.cleanup(TOOLS)

@@ -37,6 +37,8 @@ STREAM_TAIL = 16384  # ... and from its end; the rest is counted and dropped
 STDERR_TAIL = 4000  # characters of worker stderr put into diagnostics
 CANCEL_POLL = 0.05  # seconds between looks at the cancel event while the worker runs: prompt enough for a click
 READER_GRACE = 5.0  # seconds to wait for the pipes after the worker ended (a grandchild may hold one, unjailed)
+PIPE_BYTES = 1 << 20  # pipe buffer for arrays (Linux default 64 KiB: 16x the context switches per megabyte)
+F_SETPIPE_SZ = 1031  # <linux/fcntl.h>
 _warned = threading.Event()
 
 
@@ -121,6 +123,7 @@ class Worker:
             _warned.set()
             print(f"nki-agent: running kernels UNSANDBOXED: {state.reason}", file=sys.stderr)
         r_fd, w_fd = os.pipe()
+        _widen(w_fd)
         keep = [w_fd]
         seccomp = jail.open_seccomp() if state.available and state.seccomp else ()
         keep += list(seccomp)
@@ -142,6 +145,7 @@ class Worker:
             for fd in keep:
                 os.close(fd)
         assert self.proc.stdin is not None and self.proc.stdout is not None and self.proc.stderr is not None
+        _widen(self.proc.stdin.fileno())
         self.result_pipe = _Capped(r_fd, "result", job.max_result_bytes, self.kill)
         self.stdout = _Capped(os.dup(self.proc.stdout.fileno()), "stdout")
         self.stderr = _Capped(os.dup(self.proc.stderr.fileno()), "stderr")
@@ -211,7 +215,7 @@ class Worker:
         if self.result_pipe.overflowed:
             return self._failure("sim_output_limit", f"the worker's reply exceeded {self.job.max_result_bytes} "
                                  "bytes", stderr)
-        raw = bytes(self.result_pipe.whole or b"")
+        raw = self.result_pipe.whole or bytearray()
         if raw:
             try:
                 body, arrays, _ = wire.decode(raw, self.job.max_result_bytes)
@@ -247,6 +251,15 @@ class Worker:
         problem = Problem(code, message + (f"\n{tail}" if tail and code == "sim_worker_crash" else ""),
                           location=SourceLocation(path, 1))
         return Reply({"ok": True, "problem": problem.as_dict()}, [], self.sandbox, stderr[-STDERR_TAIL:], True)
+
+
+def _widen(fd: int) -> None:
+    try:
+        import fcntl
+
+        fcntl.fcntl(fd, F_SETPIPE_SZ, PIPE_BYTES)
+    except (ImportError, OSError):  # not Linux, or above /proc/sys/fs/pipe-max-size: the default works too
+        pass
 
 
 def _readable(job: Job) -> tuple[str, ...]:

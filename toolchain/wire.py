@@ -99,13 +99,26 @@ def read(stream: BinaryIO, max_bytes: int) -> tuple[dict[str, Any], list[np.ndar
     """Read one frame from a blocking stream (the worker's stdin): header and arrays."""
     prefix = _exactly(stream, len(MAGIC) + _LEN.size)
     header = _header(prefix, lambda n: _exactly(stream, n))
-    metas = _metas(header, max_bytes)
-    arrays = [None if m is None else _array(_exactly(stream, m.nbytes), m) for m in metas]
+    arrays: list[np.ndarray | None] = []
+    for m in _metas(header, max_bytes):
+        if m is None:
+            arrays.append(None)
+            continue
+        a = np.empty(m.shape, dtype=plain_dtype(m.dtype))  # read straight into the array: no extra copy
+        view, got = a.reshape(-1).view(np.uint8).data, 0
+        while got < m.nbytes:
+            n = stream.readinto(view[got:])  # type: ignore[attr-defined]
+            if not n:
+                raise WireError("the stream ended inside a frame")
+            got += n
+        arrays.append(a)
     return header, arrays
 
 
-def decode(data: bytes | memoryview, max_bytes: int) -> tuple[dict[str, Any], list[np.ndarray | None], int]:
-    """Parse one frame at the start of ``data``: (header, arrays, bytes consumed). Raises ``WireError``."""
+def decode(data: bytes | bytearray | memoryview, max_bytes: int) -> tuple[dict[str, Any], list[np.ndarray | None], int]:
+    """Parse one frame at the start of ``data``: (header, arrays, bytes consumed). Raises ``WireError``.
+
+    The arrays are views of ``data`` (no copy): writable when ``data`` is a ``bytearray``."""
     view = memoryview(data)
     pos = len(MAGIC) + _LEN.size
     if len(view) < pos:
@@ -127,7 +140,7 @@ def decode(data: bytes | memoryview, max_bytes: int) -> tuple[dict[str, Any], li
             continue
         if len(view) < pos + m.nbytes:
             raise WireError("the reply is truncated (array data missing)")
-        arrays.append(_array(view[pos:pos + m.nbytes], m))
+        arrays.append(_array(view[pos:pos + m.nbytes], m, copy=False))
         pos += m.nbytes
     return header, arrays, pos
 
@@ -161,8 +174,9 @@ def _metas(header: dict[str, Any], max_bytes: int) -> list[ArrayMeta | None]:
     return metas
 
 
-def _array(buf: bytes | memoryview, m: ArrayMeta) -> np.ndarray:
-    return np.frombuffer(buf, dtype=plain_dtype(m.dtype)).reshape(m.shape).copy()
+def _array(buf: bytes | memoryview, m: ArrayMeta, copy: bool = True) -> np.ndarray:
+    a = np.frombuffer(buf, dtype=plain_dtype(m.dtype)).reshape(m.shape)
+    return a.copy() if copy else a
 
 
 def _exactly(stream: BinaryIO, n: int) -> bytes:

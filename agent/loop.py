@@ -153,7 +153,8 @@ def run_agent(snapshot: Snapshot, path: str, task_path: str, router: Router | Mo
         emit("tool", "verifying the kernel as it is", "verify")
         _bound(tools, budget, cfg.tool_timeout)
         first = tools.verify(snapshot.text)
-        traj.write("tool", name="verify", arguments={}, content=first.content, initial=True, verified=first.verified)
+        traj.write("tool", name="verify", arguments={}, content=first.content, initial=True, verified=first.verified,
+                   sandbox=str(first.raw.get("sandbox", "")))
         if first.verified:
             return finish("already_correct", "the kernel already verifies")
         if cancel.is_set():
@@ -269,7 +270,7 @@ def _run_calls(calls: list[ToolCall], tools: ToolBox, traj: Trajectory, budget: 
         results.append(ToolResult(call.id, outcome.content, outcome.is_error))
         traj.write("tool", name=call.name, id=call.id, arguments=call.arguments, content=outcome.content,
                    is_error=outcome.is_error, verified=outcome.verified, seconds=round(time.monotonic() - t0, 3),
-                   codes=[d.code for d in outcome.diagnostics])
+                   codes=[d.code for d in outcome.diagnostics], sandbox=str(outcome.raw.get("sandbox", "")))
         emit("result", outcome.content.split("\n", 1)[0], call.name)
         verifies += outcome.ran == "verify"
         verified = verified or outcome.verified

@@ -28,7 +28,12 @@ def test_fix_apply_then_export_sft(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["verdict"] == "verified" and out["applied"] is True and out["dollars"] == 0
+    assert out["sandbox"] == "bwrap" and out["refused"] is False
     assert "m = hi & lo" in kernel.read_text()
+    records = [json.loads(line) for f in traj.glob("*.jsonl") for line in f.read_text().splitlines()]
+    assert [r["sandbox"] for r in records if r["type"] == "verdict"] == ["bwrap"]  # which sandbox verified it
+    ran = [r["sandbox"] for r in records if r["type"] == "tool" and r["name"] == "verify" and r["sandbox"]]
+    assert ran and set(ran) == {"bwrap"}  # (a verify refused before it ran has none)
     sft = tmp_path / "sft.jsonl"
     proc = _cli("export-sft", "--dir", str(traj), "-o", str(sft))
     assert proc.returncode == 0 and "1 example" in proc.stdout

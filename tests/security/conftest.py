@@ -24,7 +24,11 @@ def subreaper() -> Iterator[None]:
 @pytest.fixture(scope="module")
 def tool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
     """The long-lived tool process (``harness.py``); a test whose kernel killed it gets a new one next time."""
-    harness = Harness(tmp_path_factory.mktemp("harness") / "stderr.log")
+    canary = make_canary()  # in the tool's initial environment, as an editor's API key would be
+    env = {k: v for k, v in os.environ.items() if k not in SECRET_VARS}
+    env.update({var: canary for var in SECRET_VARS})
+    harness = Harness(tmp_path_factory.mktemp("harness") / "stderr.log", env)
+    harness.canary = canary  # type: ignore[attr-defined]
     harness.start()
     try:
         yield harness
@@ -34,10 +38,11 @@ def tool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
 
 
 @pytest.fixture
-def scene(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Scene]:
+def scene(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tool: Harness) -> Iterator[Scene]:
     """This test's world; the secrets, the fake HOME and TMPDIR are also set in this process's environment
-    (CLI subprocesses inherit them; the harness gets them per request)."""
+    (CLI subprocesses inherit them; the harness gets them per request, on top of its own initial canary)."""
     s = Scene(tmp_path)
+    s.extra_canaries.append(tool.canary)  # type: ignore[attr-defined]
     for key, value in s.env().items():
         monkeypatch.setenv(key, value)
     try:

@@ -295,6 +295,14 @@ def outside_places() -> list[str]:
     return [p for p in dict.fromkeys(places) if os.path.isdir(p)]
 
 
+def token_entries(folder: str, token: str) -> list[str]:
+    """Entries of ``folder`` whose name holds ``token`` (dot-files included, unlike glob)."""
+    try:
+        return [os.path.join(folder, n) for n in os.listdir(folder) if token in n]
+    except OSError:
+        return []
+
+
 def _entry(path: str) -> tuple[Any, ...]:
     st = os.lstat(path)
     if stat.S_ISLNK(st.st_mode):
@@ -380,6 +388,7 @@ class Scene:
         self.kernel_path: Path | None = None
         self.extra_snapshots: list[Path] = []  # folders of a long-lived tool (the server's home, cwd)
         self.extra_tmps: list[Path] = []  # TMPDIRs of a long-lived tool: empty before and after every run
+        self.extra_canaries: list[str] = []  # secrets in a long-lived tool's initial environment
         self._before: dict[str, dict[str, tuple[Any, ...]]] = {}
         self._tmp_before: set[str] = set()
         self._outside_before: set[str] = set()
@@ -420,7 +429,7 @@ class Scene:
         """Snapshot everything the run must leave alone; processes started from now on are the run's."""
         self._before = {str(r): snapshot(r, self._excluded(r)) for r in self._roots()}
         self._tmp_before = set(glob.glob("/tmp/nki-*"))
-        self._outside_before = {p for d in outside_places() for p in glob.glob(os.path.join(d, f"*{self.token}*"))}
+        self._outside_before = {p for d in outside_places() for p in token_entries(d, self.token)}
         self.since = now_ticks()
 
     def _roots(self) -> list[Path]:
@@ -444,14 +453,14 @@ class Scene:
             if left_jobs:
                 bad.append(f"job dirs left in the tool's TMPDIR {tmp}: {left_jobs[:10]}")
         for d in outside_places():
-            for p in glob.glob(os.path.join(d, f"*{self.token}*")):
+            for p in token_entries(d, self.token):
                 if p not in self._outside_before:
                     bad.append(f"written outside the job: {p}")
         for p in sorted(set(glob.glob("/tmp/nki-*")) - self._tmp_before):
-            if os.path.exists(p) and _holds(p, self.token):
+            if self.token not in p and os.path.isdir(p) and _holds(p, self.token):
                 bad.append(f"a job dir of this run left in /tmp: {p}")
         bad += [f"process survived the run: {describe(p)}" for p in self.left]
-        marks = canary_marks(self.canary)
+        marks = [m for c in (self.canary, *self.extra_canaries) for m in canary_marks(c)]
         for name, text in outputs.items():
             for m in marks:
                 if m in text:
@@ -467,7 +476,7 @@ class Scene:
         left = survivors(self.since, self.token, keep) if self.since else []
         kill_and_reap([p.pid for p in left], keep)
         for d in outside_places():
-            for p in glob.glob(os.path.join(d, f"*{self.token}*")):
+            for p in token_entries(d, self.token):
                 if p not in self._outside_before:
                     _remove(p)
         for p in set(glob.glob("/tmp/nki-*")) - self._tmp_before:
@@ -570,8 +579,9 @@ def end_process_group(proc: subprocess.Popen[Any]) -> None:
 class Harness:
     """The long-lived tool process (``harness.py``); ``call`` sends one request and waits for its answer."""
 
-    def __init__(self, log: Path) -> None:
+    def __init__(self, log: Path, env: dict[str, str] | None = None) -> None:
         self.log = log
+        self.env = env  # the initial environment (/proc/<pid>/environ shows it; requests change os.environ only)
         self.proc: subprocess.Popen[bytes] | None = None
         self.next_id = 0
         self.restarts = 0
@@ -582,7 +592,7 @@ class Harness:
         with open(self.log, "ab") as err:
             self.proc = subprocess.Popen([sys.executable, str(HARNESS), str(w), self.nonce], stdin=subprocess.PIPE,
                                          stdout=subprocess.DEVNULL, stderr=err, pass_fds=(w,),
-                                         start_new_session=True, cwd="/")
+                                         start_new_session=True, cwd="/", env=self.env)
         os.close(w)
         TOOLS.add(self.proc.pid)
         self.answers = r

@@ -5,14 +5,14 @@ kernel role (kernel code; the task file — and any ``protect``-ed file — cann
 bytecode cache is empty). The kernel worker loads the kernel while the reference runs; when the reference
 answers, the parent sends the kernel worker each seed's arguments, and compares the outputs it
 returns with the expected ones here, with ``verify``'s own functions. The expected outputs exist
-only in this process. A kernel that changes its inputs is caught by comparing the arguments it
-returns with hashes of what was sent (taken here); the kernel process's own reports (problems,
-trace, "mutated") are shown, never believed for the verdict.
+only in this process. A kernel that changes its inputs is caught by comparing, bit for bit, the
+arguments it returns with this process's own copy of what it sent (stronger than comparing hashes,
+and cheaper than SHA-256 over large inputs); the kernel process's own reports (problems, trace,
+"mutated") are shown, never believed for the verdict.
 """
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import time
 from collections.abc import Sequence
@@ -27,11 +27,14 @@ OUTPUT_SLACK = 1 << 20  # bytes the kernel's reply may exceed 4x (expected outpu
 EARLY_REPLY_BYTES = 64 << 20  # the kernel worker's reply cap before the reference has answered
 
 
-def _digest(a: np.ndarray | None) -> str:
-    if a is None:
-        return ""
-    arr = np.ascontiguousarray(a)
-    return hashlib.sha256(repr((str(arr.dtype), arr.shape)).encode() + arr.reshape(-1).view(np.uint8).tobytes()).hexdigest()
+def _same_bytes(a: np.ndarray | None, b: np.ndarray | None) -> bool:
+    """Bit-for-bit equality (NaN payloads included): the argument the parent sent vs what came back."""
+    if a is None or b is None:
+        return a is b
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    return bool(np.array_equal(np.ascontiguousarray(a).reshape(-1).view(np.uint8),
+                               np.ascontiguousarray(b).reshape(-1).view(np.uint8)))
 
 
 def verify(kernel: str, task: str, seeds: int, target: str | None, kernel_name: str | None, timeout: float,
@@ -101,7 +104,7 @@ def _problems(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _plan(body: dict[str, Any], arrays: list[np.ndarray | None]) -> list[dict[str, Any]]:
-    """Per seed: the arguments to send (inputs, parameters), their digests, and the expected outputs."""
+    """Per seed: the arguments to send (inputs, parameters) and the expected outputs."""
     plan, pos = [], 0
     for sd in body["seeds"]:
         n_in, n_par, n_exp = int(sd["inputs"]), int(sd["params"]), int(sd["expected"])
@@ -111,8 +114,7 @@ def _plan(body: dict[str, Any], arrays: list[np.ndarray | None]) -> list[dict[st
         if any(a is None for a in send + expected):
             raise ValueError("the reference returned a non-array")
         plan.append({"seed": int(sd["seed"]), "inputs": n_in, "params": n_par,
-                     "reference_seconds": float(sd["reference_seconds"]), "send": send,
-                     "digests": [_digest(a) for a in send[:n_in]], "expected": expected})
+                     "reference_seconds": float(sd["reference_seconds"]), "send": send, "expected": expected})
     return plan
 
 
@@ -144,7 +146,8 @@ def _judge(body: dict[str, Any], arrays: list[np.ndarray | None], plan: list[dic
         pos += n_out + n_args
         r = _compare_all(task_settings, list(got), s["expected"], seed)
         r.kernel_seconds, r.reference_seconds = float(sd.get("kernel_seconds", 0.0)), s["reference_seconds"]
-        mutated = [f"argument {i}" for i, (d, a) in enumerate(zip(s["digests"], after)) if _digest(a) != d]
+        mutated = [f"argument {i}" for i, (sent, a) in enumerate(zip(s["send"][: s["inputs"]], after))
+                   if not _same_bytes(sent, a)]
         if len(after) < s["inputs"]:
             mutated.append("(the kernel did not return its arguments)")
         if mutated and not task_settings.allow_input_mutation:

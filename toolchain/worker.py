@@ -110,7 +110,12 @@ def main() -> int:
         wire.write(out_fd, reply, arrays)
     except (TypeError, ValueError) as e:  # an output the frame cannot carry
         wire.write(out_fd, {"ok": False, "code": "sim_worker_crash", "error": f"unsendable reply: {e}"})
-    return 0
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(0)  # the reply is out: tearing the interpreter down (numpy, the simulator) only delays the parent
 
 
 if __name__ == "__main__":

@@ -82,8 +82,10 @@ def main() -> int:
     answer_fd, nonce = int(sys.argv[1]), sys.argv[2]
     out = os.fdopen(answer_fd, "w", encoding="utf-8")
     os.dup2(2, 1)
-    import nki_agent.agent.tools  # noqa: F401 - imported once, before the first request
-    import nki_agent.toolchain.api  # noqa: F401
+    from nki_agent.agent import tools  # imported once, before the first request
+    from nki_agent.toolchain import api
+
+    del tools, api
 
     for line in sys.stdin:
         if not line.strip():

@@ -276,10 +276,9 @@ class Listeners:
 
 def _site_dirs() -> list[str]:
     dirs = set(site.getsitepackages()) | {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
-    try:
-        dirs.add(site.getusersitepackages())
-    except Exception:  # noqa: BLE001
-        pass
+    user_site = getattr(site, "getusersitepackages", None)
+    if user_site is not None:
+        dirs.add(user_site())
     try:
         import numpy
 
@@ -353,11 +352,14 @@ def make_canary() -> str:
             return "nkicanary-" + hexpart
 
 
-def canary_marks(canary: str) -> list[str]:
-    """What a leak of ``canary`` looks like: the string, its random part, its first 6 hex digits as a number
-    (``secret_in_outputs`` encodes them as float32 values; verify reports the first mismatching value)."""
+def canary_marks(canary: str) -> list[re.Pattern[str]]:
+    """What a leak of ``canary`` looks like: the string, its random part, and its first 6 hex digits read as
+    an integer, as a whole number token (``secret_in_outputs`` encodes them as float32 values; verify reports
+    the first mismatching value; a token boundary keeps other numbers' digits from matching by chance)."""
     hexpart = canary.split("-", 1)[1]
-    return [canary, hexpart, str(int(hexpart[:6], 16))]
+    number = str(int(hexpart[:6], 16))
+    return [re.compile(re.escape(canary)), re.compile(re.escape(hexpart)),
+            re.compile(r"(?<![\d.])" + number + r"(?:\.0*)?(?![\d.])")]
 
 
 class Scene:
@@ -463,8 +465,9 @@ class Scene:
         marks = [m for c in (self.canary, *self.extra_canaries) for m in canary_marks(c)]
         for name, text in outputs.items():
             for m in marks:
-                if m in text:
-                    bad.append(f"secret leaked in {name}: found {m!r}")
+                found = m.search(text)
+                if found:
+                    bad.append(f"secret leaked in {name}: found {found.group(0)!r}")
                     break
             if len(text) > OUTPUT_CAP:
                 bad.append(f"{name} is {len(text)} characters long (cap {OUTPUT_CAP}): the tool kept a flood")
@@ -788,7 +791,7 @@ def bwrap_works() -> bool:
         return False
     try:
         done = subprocess.run([path, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc",
-                               "--dev", "/dev", "true"], capture_output=True, timeout=30)
+                               "--dev", "/dev", "true"], capture_output=True, timeout=30, check=False)
     except (OSError, subprocess.SubprocessError):
         return False
     return done.returncode == 0

@@ -5,8 +5,8 @@ the model parameters and the reference outputs; they go back to the parent as ar
 code is ever loaded in that process.
 
 ``kernel_role`` (kernel code only, in a jail where the task file cannot be opened): install the
-audit-hook tripwire (``guard.py``: a clear message for an attempt, not the boundary), load the
-kernel, then wait for the parent's second frame with the settings and each seed's arguments, run
+audit-hook tripwire (``guard.py``: a clear message for an attempt, not the boundary), refuse kernel
+source that tampers with the process (``tamper.py``), load the kernel, then wait for the parent's second frame with the settings and each seed's arguments, run
 the kernel on the simulator and send back, per seed, its outputs and its arguments as they are
 afterwards (the parent compares them with what it sent). Everything this role says is untrusted:
 the parent believes only the shapes and dtypes of what it returns.
@@ -22,6 +22,7 @@ import numpy as np
 from .errors import NkiError, Problem, SourceLocation
 
 MAX_OUTPUTS = 64  # outputs per seed sent back; kernels return a handful
+MAX_SCAN_BYTES = 5 << 20  # the tamper scan reads what load_module would accept
 Frames = Callable[[], tuple[dict[str, Any], list[np.ndarray | None]]]
 
 
@@ -77,6 +78,7 @@ def kernel_role(req: dict[str, Any], next_frame: Frames) -> tuple[dict[str, Any]
     _preload(kernel_path)
     guard.install(req.get("scratch_dir") or "/job/out", [])
     try:
+        _refuse_tampering(kernel_path)
         module = load_module(kernel_path, "nki_agent_kernel", search_path(req))
         header, args = next_frame()
         settings = _task_settings(header.get("settings") or {})
@@ -108,6 +110,23 @@ def kernel_role(req: dict[str, Any], next_frame: Frames) -> tuple[dict[str, Any]
                                        location=SourceLocation(kernel_path, 1)))
     _mark_violations(result, kernel_path)
     return {"ok": True, "result": result.as_dict(), "runs": runs}, arrays
+
+
+def _refuse_tampering(kernel_path: str) -> None:
+    """Kernel source that rebinds modules, walks sys.modules or reads code/globals is not loaded."""
+    from .tamper import findings
+
+    try:
+        with open(kernel_path, encoding="utf-8", errors="replace") as f:
+            found = findings(f.read(MAX_SCAN_BYTES))
+    except OSError:
+        return  # loading reports the file problem
+    if found:
+        first = found[0]
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        raise NkiError("sim_sandbox_violation", f"the kernel {first.what}{more}: kernel code computes with nl.* / "
+                       "nisa.* and may not change or inspect the Python process it runs in",
+                       SourceLocation(kernel_path, first.line, first.column))
 
 
 def _preload(kernel_path: str) -> None:

@@ -1,5 +1,6 @@
 """Runs the as-you-type static checks over every file of the public kernel corpus; any diagnostic on
-these (valid, published) kernels is a false-positive candidate.
+these (valid, published) kernels is a false-positive candidate. Also runs the kernel role's tamper
+tripwire (``toolchain/tamper.py``) and lists what it would refuse to load.
 
 Run: ``NKI_CORPUS_MIRRORS=DIR .venv/bin/python benchmarks/corpus/static_corpus.py [--manifest TSV]``.
 Files are read with ``git show COMMIT:PATH`` from the bare mirrors; nothing is written to disk.
@@ -36,9 +37,10 @@ def main(argv: list[str]) -> int:
     if not args.mirrors:
         ap.error("--mirrors or NKI_CORPUS_MIRRORS is required")
     from nki_agent.diagnostics.static import check_text
+    from nki_agent.toolchain.tamper import findings
 
     rows = list(csv.DictReader(open(args.manifest, encoding="utf-8"), delimiter="\t"))
-    checked = flagged = missing = 0
+    checked = flagged = missing = tampered = 0
     total_time = 0.0
     for row in rows:
         git = mirror_dir(Path(args.mirrors), row["repo"])
@@ -58,7 +60,12 @@ def main(argv: list[str]) -> int:
             flagged += 1
             for d in diags:
                 print(f"{row['repo']}@{row['commit'][:8]}:{d.path}:{d.line}: [{d.code}] {d.message}")
-    print(f"\n{checked} corpus files checked, {flagged} with diagnostics, {missing} unavailable; "
+        found = findings(proc.stdout.decode("utf-8", "replace"))
+        tampered += bool(found)
+        for f in found:
+            print(f"{row['repo']}@{row['commit'][:8]}:{row['path']}:{f.line}: [tamper] {f.what}")
+    print(f"\n{checked} corpus files checked, {flagged} with diagnostics, {tampered} the tamper tripwire refuses, "
+          f"{missing} unavailable; "
           f"{total_time * 1e3 / max(checked, 1):.1f} ms per file on average")
     return 0
 

@@ -154,12 +154,16 @@ def test_a_task_error_is_reported_before_any_kernel_code_runs(tmp_path: Path) ->
     assert _codes(res) == ["sim_task_error"] and res["correct"] is False
 
 
-def test_verification_leaves_no_temporary_files() -> None:
+def test_verification_leaves_no_temporary_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import tempfile
 
-    before = set(os.listdir(tempfile.gettempdir()))
-    api.verify(str(ADD / "kernel_new.py"), str(ADD / "task.py"), seeds=1)
-    assert {n for n in set(os.listdir(tempfile.gettempdir())) - before if n.startswith("nki")} == set()
+    scratch = tmp_path / "tmp"  # this test's own temp folder: other runs on the machine cannot disturb it
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    res = api.verify(str(ADD / "kernel_new.py"), str(ADD / "task.py"), seeds=1)
+    assert res["correct"] is True
+    assert list(scratch.iterdir()) == []
 
 
 @pytest.mark.parametrize(("name", "code"), [("infinite_loop.py", "sim_timeout"), ("exits.py", "sim_worker_crash")])

@@ -15,6 +15,7 @@ the parent believes only the shapes and dtypes of what it returns.
 from __future__ import annotations
 
 import gc
+import sys
 from typing import Any, Callable
 
 import numpy as np
@@ -77,6 +78,7 @@ def kernel_role(req: dict[str, Any], next_frame: Frames) -> tuple[dict[str, Any]
     arrays: list[np.ndarray | None] = []
     _preload(kernel_path)
     guard.install(req.get("scratch_dir") or "/job/out", [])
+    before = _fingerprint()
     try:
         _refuse_tampering(kernel_path)
         module = load_module(kernel_path, "nki_agent_kernel", search_path(req))
@@ -103,6 +105,11 @@ def kernel_role(req: dict[str, Any], next_frame: Frames) -> tuple[dict[str, Any]
 
         with _tensor_outputs_only(kernel_path):
             result = run_cases(kernel, settings, kernel_path, cases, judge, req.get("target"), req.get("time_limit"))
+        changed = _changed(before)
+        if changed:
+            result.problems.append(Problem("sim_sandbox_violation", "the kernel changed the simulator or NumPy it "
+                                           f"runs on ({', '.join(changed[:4])}): its results cannot be trusted",
+                                           location=SourceLocation(kernel_path, 1)))
     except NkiError as e:
         result.problems.append(Problem.from_error(e))
     except Exception as e:  # a bug of ours, or kernel code that broke the toolchain it runs in
@@ -110,6 +117,38 @@ def kernel_role(req: dict[str, Any], next_frame: Frames) -> tuple[dict[str, Any]
                                        location=SourceLocation(kernel_path, 1)))
     _mark_violations(result, kernel_path)
     return {"ok": True, "result": result.as_dict(), "runs": runs}, arrays
+
+
+def _watched() -> dict[str, Any]:
+    """NumPy and the toolchain's own modules: what the simulator computes with."""
+    return {name: mod for name, mod in list(sys.modules.items())
+            if mod is not None and (name == "numpy" or name.startswith(("numpy._core", "nki_agent.toolchain")))}
+
+
+def _fingerprint() -> dict[tuple[str, str, str], int]:
+    """Identity of every module global of ``_watched`` and of every item of their dict globals (op tables)."""
+    out: dict[tuple[str, str, str], int] = {}
+    for name, mod in _watched().items():
+        try:
+            items = list(vars(mod).items())
+        except TypeError:
+            continue
+        for key, value in items:
+            out[(name, str(key), "")] = id(value)
+            if type(value) is dict and len(value) < 10_000:
+                for k, v in list(value.items()):
+                    out[(name, str(key), str(k))] = id(v)
+    return out
+
+
+def _changed(before: dict[tuple[str, str, str], int]) -> list[str]:
+    """What of ``before`` was rebound or removed (new entries, such as a cache filling up, are fine)."""
+    after = _fingerprint()
+    out = []
+    for (module, name, key), ident in before.items():
+        if after.get((module, name, key)) != ident:
+            out.append(f"{module}.{name}[{key!r}]" if key else f"{module}.{name}")
+    return out
 
 
 def _refuse_tampering(kernel_path: str) -> None:

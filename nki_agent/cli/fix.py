@@ -81,7 +81,7 @@ def command(
     res = run_agent(snap, os.path.abspath(kernel), task, Router(tiers), cfg, self_task=self_task, on_event=show)
     applied = False
     refused = res.edit is not None and not res.trusted(trust_local)
-    if refused:
+    if refused and not json_out:  # (in JSON: "refused": true)
         console.print(f"[yellow]{res.refusal()}[/yellow]")
     if apply and res.edit is not None and not refused:
         with open(kernel, encoding="utf-8", newline="") as fh:

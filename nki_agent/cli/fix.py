@@ -81,8 +81,11 @@ def command(
     res = run_agent(snap, os.path.abspath(kernel), task, Router(tiers), cfg, self_task=self_task, on_event=show)
     applied = False
     refused = res.edit is not None and not res.trusted(trust_local)
-    if refused and not json_out:  # (in JSON: "refused": true)
-        console.print(f"[yellow]{res.refusal()}[/yellow]")
+    if refused:  # stdout stays pure JSON with --json ("refused": true); the reason goes to stderr then
+        if json_out:
+            typer.echo(res.refusal(), err=True)
+        else:
+            console.print(f"[yellow]{res.refusal()}[/yellow]")
     if apply and res.edit is not None and not refused:
         with open(kernel, encoding="utf-8", newline="") as fh:
             now = Snapshot(snap.uri, None, fh.read())

@@ -129,7 +129,7 @@ def _status(bwrap: str) -> JailStatus:
 def _probe(spec: JailSpec, argv: list[str], bwrap: str, filt: bytes | None) -> subprocess.CompletedProcess[bytes]:
     fds = _seccomp_fd(filt)
     try:
-        return subprocess.run(command(spec, argv, bwrap, fds[0] if fds else None), stdin=subprocess.DEVNULL, capture_output=True, timeout=PROBE_TIMEOUT,
+        return subprocess.run(command(spec, argv, bwrap, fds[0] if fds else None), stdin=subprocess.DEVNULL, check=False, capture_output=True, timeout=PROBE_TIMEOUT,
                               env=environment(), pass_fds=fds)
     finally:
         for fd in fds:

@@ -2,9 +2,10 @@
 
 ``verify`` starts two jailed workers at once (``roles.py``): the reference role (task code) and the
 kernel role (kernel code; the task file — and any ``protect``-ed file — cannot be opened there, its
-bytecode cache is empty). The kernel worker loads the kernel while the reference runs; when the reference
-answers, the parent sends the kernel worker each seed's arguments, and compares the outputs it
-returns with the expected ones here, with ``verify``'s own functions. The expected outputs exist
+bytecode cache is empty). The kernel worker loads the kernel while the reference runs; as each seed's
+reference arrives, the parent relays its arguments to the kernel worker (which runs seed k while the
+reference draws seed k + 1) and compares the outputs it returns with the expected ones here, with
+``verify``'s own functions. The expected outputs exist
 only in this process. A kernel that changes its inputs is caught by comparing, bit for bit, the
 arguments it returns with this process's own copy of what it sent (stronger than comparing hashes,
 and cheaper than SHA-256 over large inputs); the kernel process's own reports (problems, trace,
@@ -63,68 +64,95 @@ def verify(kernel: str, task: str, seeds: int, target: str | None, kernel_name: 
         raise
     try:
         ref_w.close_input()
+        settings, plan = _relay(ref_w, ker_w)
         ref = ref_w.result()
         base["sandbox"] = ker_w.sandbox
-        if ref.failed or "settings" not in ref.body:
+        if ref.failed or settings is None or _problems(ref.body, none=True) or len(plan) != seeds:
             ker_w.kill()
             ker_w.result()
-            return dict(base, problems=_problems(ref.body), stderr=ref.stderr)
-        plan = _plan(ref.body, ref.arrays)
-        sent = [a for s in plan for a in s["send"]]
-        budget = 4 * (sum(a.nbytes for s in plan for a in s["expected"]) + sum(a.nbytes for a in sent)) + OUTPUT_SLACK
-        ker_w.job.max_result_bytes = budget
-        ker_w.result_pipe.limit = budget
-        ker_w.send({"settings": ref.body["settings"],
-                    "seeds": [{k: s[k] for k in ("seed", "inputs", "params", "reference_seconds")} for s in plan]},
-                   sent)
-        ker_w.close_input()
+            return dict(base, problems=_problems(ref.body) if ref.failed or _problems(ref.body, none=True) else
+                        [_malformed(task, "the reference worker's stream is incomplete")], stderr=ref.stderr)
+        runs: dict[int, tuple[dict[str, Any], list[np.ndarray | None]]] = {}
+        for header, arrays in ker_w.stream():  # each seed's outputs, while the next seed runs
+            if header.get("kind") == "run" and isinstance(header.get("seed"), int):
+                runs.setdefault(int(header["seed"]), (header, arrays))
         ker = ker_w.result()
     except BaseException:
-        ker_w.kill()
-        ker_w.result()
+        for w in (ref_w, ker_w):
+            w.kill()
+            w.result()
         raise
     if ker.failed or "result" not in ker.body:
         return dict(base, problems=_problems(ker.body), stderr=ker.stderr)
     try:
-        out = _judge(ker.body, ker.arrays, plan, ref.body["settings"], kernel, task)
+        out = _judge(ker.body, runs, plan, settings, kernel, task)
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
-        p = Problem("sim_worker_crash", f"the kernel worker's reply is malformed ({type(e).__name__}: {e})",
-                    location=SourceLocation(kernel, 1))
-        return dict(base, problems=[p.as_dict()], stderr=ker.stderr)
+        p = _malformed(kernel, f"the kernel worker's reply is malformed ({type(e).__name__}: {e})")
+        return dict(base, problems=[p], stderr=ker.stderr)
     out.update(sandbox=ker.sandbox, stderr=ker.stderr, seconds=round(time.monotonic() - t0, 3))
     return out
 
 
-def _problems(body: dict[str, Any]) -> list[dict[str, Any]]:
+def _relay(ref_w: sandbox.Worker, ker_w: sandbox.Worker) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """Pass the reference's settings and each seed's arguments to the kernel worker as they arrive; the
+    kernel worker's reply cap grows with what it may send back (4x the seed's arrays)."""
+    settings: dict[str, Any] | None = None
+    plan: list[dict[str, Any]] = []
+    budget = OUTPUT_SLACK
+    try:
+        for header, arrays in ref_w.stream():
+            kind = header.get("kind")
+            if kind == "settings" and settings is None and isinstance(header.get("settings"), dict):
+                settings = header["settings"]
+                ker_w.send({"kind": "settings", "settings": settings})
+            elif kind == "seed" and settings is not None:
+                s = _seed_plan(header, arrays)
+                plan.append(s)
+                budget += 4 * sum(a.nbytes for a in s["send"] + s["expected"])
+                ker_w.result_pipe.limit = max(budget, EARLY_REPLY_BYTES)
+                ker_w.send({"kind": "seed", **{k: s[k] for k in ("seed", "inputs", "params", "reference_seconds")}},
+                           s["send"])
+            else:
+                break  # the reply (or garbage): the stream is over
+    except (KeyError, TypeError, ValueError, IndexError):
+        settings = None  # a malformed seed frame: nothing from this reference is used
+    ker_w.send({"kind": "end"})
+    ker_w.close_input()
+    return settings, plan
+
+
+def _malformed(path: str, message: str) -> dict[str, Any]:
+    return Problem("sim_worker_crash", message, location=SourceLocation(path, 1)).as_dict()
+
+
+def _problems(body: dict[str, Any], none: bool = False) -> list[dict[str, Any]]:
+    """The problems a worker's reply reports (``none``: [] when it reports none, instead of a generic one)."""
     if "problem" in body:
         return [body["problem"]]
     if isinstance(body.get("problems"), list) and body["problems"]:
         return list(body["problems"])
+    if none:
+        return []
     return [Problem(str(body.get("code", "sim_worker_crash")), str(body.get("error", "verification failed"))).as_dict()]
 
 
-def _plan(body: dict[str, Any], arrays: list[np.ndarray | None]) -> list[dict[str, Any]]:
-    """Per seed: the arguments to send (inputs, parameters) and the expected outputs."""
-    plan, pos = [], 0
-    for sd in body["seeds"]:
-        n_in, n_par, n_exp = int(sd["inputs"]), int(sd["params"]), int(sd["expected"])
-        send = arrays[pos:pos + n_in + n_par]
-        expected = arrays[pos + n_in + n_par:pos + n_in + n_par + n_exp]
-        pos += n_in + n_par + n_exp
-        if any(a is None for a in send + expected):
-            raise ValueError("the reference returned a non-array")
-        plan.append({"seed": int(sd["seed"]), "inputs": n_in, "params": n_par,
-                     "reference_seconds": float(sd["reference_seconds"]), "send": send, "expected": expected})
-    return plan
+def _seed_plan(header: dict[str, Any], arrays: list[np.ndarray | None]) -> dict[str, Any]:
+    """One seed: the arguments to send (inputs, parameters) and the expected outputs."""
+    n_in, n_par, n_exp = int(header["inputs"]), int(header["params"]), int(header["expected"])
+    if min(n_in, n_par, n_exp) < 0 or len(arrays) != n_in + n_par + n_exp or any(a is None for a in arrays):
+        raise ValueError("the reference's seed frame does not match its header")
+    return {"seed": int(header["seed"]), "inputs": n_in, "params": n_par,
+            "reference_seconds": float(header["reference_seconds"]), "send": list(arrays[:n_in + n_par]),
+            "expected": list(arrays[n_in + n_par:])}
 
 
-def _judge(body: dict[str, Any], arrays: list[np.ndarray | None], plan: list[dict[str, Any]],
-           settings: dict[str, Any], kernel: str, task: str) -> dict[str, Any]:
-    """Rebuild the verify result from the trusted plan and the kernel's returned arrays."""
+def _judge(body: dict[str, Any], frames: dict[int, tuple[dict[str, Any], list[np.ndarray | None]]],
+           plan: list[dict[str, Any]], settings: dict[str, Any], kernel: str, task: str) -> dict[str, Any]:
+    """Rebuild the verify result from the trusted plan and the kernel's ``run`` frames."""
     from .roles import _task_settings
     from .verify import SeedResult, VerifyResult, _compare_all, mark_mutated, tolerance_for
 
-    res, runs = body["result"], body.get("runs") or {}
+    res = body["result"]
     problems = [Problem.from_dict(p) for p in res.get("problems", [])][:200]
     out = VerifyResult(kernel=kernel, task=task, target=str(res.get("target", "")),
                        generation=str(res.get("generation", "")), compiled=bool(res.get("compiled")),
@@ -133,17 +161,17 @@ def _judge(body: dict[str, Any], arrays: list[np.ndarray | None], plan: list[dic
     task_settings = _task_settings(settings)
     trusted = {s["seed"]: s for s in plan}
     claimed = {int(sd["seed"]): sd for sd in list(res.get("seeds", []))[: len(trusted)]}
-    pos = 0
     for seed, s in trusted.items():
-        run, sd = runs.get(str(seed)), claimed.get(seed)
-        if run is None or sd is None:  # the launch failed (its problem is reported) or the reply lies
+        frame, sd = frames.get(seed), claimed.get(seed)
+        if frame is None or sd is None:  # the launch failed (its problem is reported) or the reply lies
             if sd is not None:
                 out.seeds.append(SeedResult(seed=seed, correct=False, message=str(sd.get("message", ""))[:2000]))
             continue
+        run, arrays = frame
         n_out, n_args = int(run["outputs"]), int(run["arguments"])
-        got = arrays[pos:pos + n_out]
-        after = arrays[pos + n_out:pos + n_out + n_args]
-        pos += n_out + n_args
+        if n_out < 0 or n_args < 0 or n_out + n_args != len(arrays):
+            raise ValueError(f"seed {seed}: the run frame does not match its header")
+        got, after = arrays[:n_out], arrays[n_out:]
         r = _compare_all(task_settings, list(got), s["expected"], seed)
         r.kernel_seconds, r.reference_seconds = float(sd.get("kernel_seconds", 0.0)), s["reference_seconds"]
         mutated = [f"argument {i}" for i, (sent, a) in enumerate(zip(s["send"][: s["inputs"]], after))

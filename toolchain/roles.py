@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import gc
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -25,6 +26,7 @@ from .errors import NkiError, Problem, SourceLocation
 MAX_OUTPUTS = 64  # outputs per seed sent back; kernels return a handful
 MAX_SCAN_BYTES = 5 << 20  # the tamper scan reads what load_module would accept
 Frames = Callable[[], tuple[dict[str, Any], list[np.ndarray | None]]]
+Emit = Callable[[dict[str, Any], list[np.ndarray | None]], None]
 
 
 def _task_problem(e: Exception, task_path: str) -> Problem:
@@ -41,33 +43,35 @@ def settings_of(task: Any) -> dict[str, Any]:
             "allow_input_mutation": bool(task.allow_input_mutation)}
 
 
-def reference_role(req: dict[str, Any]) -> tuple[dict[str, Any], list[np.ndarray | None]]:
-    """Inputs, parameters and expected outputs of every seed (task code runs here, never kernel code)."""
+def reference_role(req: dict[str, Any], emit: Emit) -> tuple[dict[str, Any], list[np.ndarray | None]]:
+    """Task code only, never kernel code: a ``settings`` frame, then one ``seed`` frame per seed (its
+    inputs, parameters and expected outputs) as soon as it is drawn, so the kernel can run seed k while
+    the reference draws seed k + 1; the reply ends the stream."""
     from .tasks import load_task, search_path
     from .verify import _to_np, draw
 
     task_path = req["task"]
     try:
         task = load_task(task_path, search_path(req))
-        seeds: list[dict[str, Any]] = []
-        arrays: list[np.ndarray | None] = []
+        emit({"kind": "settings", "settings": settings_of(task)}, [])
         for seed in range(int(req.get("seeds", 3))):
             inputs, expected, t_ref = draw(task, seed)
             ins = [_to_np(x) for x in inputs]
             params = [_to_np(p) for p in task.model_parameters()]
             outs = [np.ascontiguousarray(e) for e in expected]
-            seeds.append({"seed": seed, "reference_seconds": t_ref, "inputs": len(ins), "params": len(params),
-                          "expected": len(outs)})
-            arrays += [*ins, *params, *outs]
+            emit({"kind": "seed", "seed": seed, "reference_seconds": t_ref, "inputs": len(ins),
+                  "params": len(params), "expected": len(outs)}, [*ins, *params, *outs])
     except NkiError as e:
-        return {"ok": True, "problems": [Problem.from_error(e).as_dict()]}, []
-    except Exception as e:  # the task's own code failed (inputs, reference)
-        return {"ok": True, "problems": [_task_problem(e, task_path).as_dict()]}, []
-    return {"ok": True, "settings": settings_of(task), "seeds": seeds, "problems": []}, arrays
+        return {"ok": True, "kind": "done", "problems": [Problem.from_error(e).as_dict()]}, []
+    except Exception as e:  # noqa: BLE001 - the task's own code failed (inputs, reference)
+        return {"ok": True, "kind": "done", "problems": [_task_problem(e, task_path).as_dict()]}, []
+    return {"ok": True, "kind": "done", "problems": []}, []
 
 
-def kernel_role(req: dict[str, Any], next_frame: Frames) -> tuple[dict[str, Any], list[np.ndarray | None]]:
-    """Run the kernel on the arguments the parent sends; outputs and final arguments go back."""
+def kernel_role(req: dict[str, Any], next_frame: Frames,
+                emit: Emit) -> tuple[dict[str, Any], list[np.ndarray | None]]:
+    """Run the kernel on each seed's arguments as the parent sends them (``settings``, then ``seed``
+    frames until ``end``); a ``run`` frame per seed carries its outputs and final arguments back."""
     from . import guard
     from .tasks import find_kernel, load_module, search_path
     from .verify import Case, SeedResult, VerifyResult, run_cases, select_params
@@ -75,36 +79,39 @@ def kernel_role(req: dict[str, Any], next_frame: Frames) -> tuple[dict[str, Any]
     kernel_path = req["kernel"]
     result = VerifyResult(kernel=kernel_path, task=req.get("task", ""), target=req.get("target") or "")
     runs: dict[str, Any] = {}
-    arrays: list[np.ndarray | None] = []
     _preload(kernel_path)
     guard.install(req.get("scratch_dir") or "/job/out", [])
     before = _fingerprint()
     try:
         _refuse_tampering(kernel_path)
         module = load_module(kernel_path, "nki_agent_kernel", search_path(req))
-        header, args = next_frame()
+        header, _ = next_frame()
         settings = _task_settings(header.get("settings") or {})
         kernel = find_kernel(module, req.get("kernel_name") or settings.kernel_name)
-        cases, seed_args = [], {}
-        pos = 0
-        for sd in header.get("seeds", []):
-            n_in, n_par = int(sd["inputs"]), int(sd["params"])
-            ins, params = args[pos:pos + n_in], args[pos + n_in:pos + n_in + n_par]
-            pos += n_in + n_par
-            call = list(ins) + select_params(kernel, list(params), n_in)
-            seed_args[int(sd["seed"])] = call
-            cases.append(Case(int(sd["seed"]), call, float(sd.get("reference_seconds", 0.0))))
+        seed_args: dict[int, list[Any]] = {}
+
+        def cases() -> Any:
+            while True:
+                sd, args = next_frame()
+                if sd.get("kind") != "seed":
+                    return
+                n_in, n_par = int(sd["inputs"]), int(sd["params"])
+                call = list(args[:n_in]) + select_params(kernel, list(args[n_in:n_in + n_par]), n_in)
+                seed_args[int(sd["seed"])] = call
+                yield Case(int(sd["seed"]), call, float(sd.get("reference_seconds", 0.0)))
 
         def judge(seed: int, got: list[Any], expected: Any, mutated: list[str]) -> SeedResult:
             outs = [g if isinstance(g, np.ndarray) else None for g in got[:MAX_OUTPUTS]]
             after = [a if isinstance(a, np.ndarray) else None for a in seed_args.get(seed, [])]
-            runs[str(seed)] = {"outputs": len(outs), "arguments": len(after), "mutated": mutated,
-                               "kinds": [type(g).__name__ for g in got[:MAX_OUTPUTS]]}
-            arrays.extend(outs + after)
+            meta = {"outputs": len(outs), "arguments": len(after), "mutated": mutated,
+                    "kinds": [type(g).__name__ for g in got[:MAX_OUTPUTS]]}
+            runs[str(seed)] = meta
+            emit({"kind": "run", "seed": seed, **meta}, outs + after)
             return SeedResult(seed=seed, correct=True)
 
         with _tensor_outputs_only(kernel_path):
-            result = run_cases(kernel, settings, kernel_path, cases, judge, req.get("target"), req.get("time_limit"))
+            result = run_cases(kernel, settings, kernel_path, cases(), judge, req.get("target"),
+                               req.get("time_limit"))
         changed = _changed(before)
         if changed:
             result.problems.append(Problem("sim_sandbox_violation", "the kernel changed the simulator or NumPy it "
@@ -112,11 +119,11 @@ def kernel_role(req: dict[str, Any], next_frame: Frames) -> tuple[dict[str, Any]
                                            location=SourceLocation(kernel_path, 1)))
     except NkiError as e:
         result.problems.append(Problem.from_error(e))
-    except Exception as e:  # a bug of ours, or kernel code that broke the toolchain it runs in
+    except Exception as e:  # noqa: BLE001 - a bug of ours, or kernel code that broke the toolchain
         result.problems.append(Problem("sim_python_exception", f"{type(e).__name__}: {e}",
                                        location=SourceLocation(kernel_path, 1)))
     _mark_violations(result, kernel_path)
-    return {"ok": True, "result": result.as_dict(), "runs": runs}, arrays
+    return {"ok": True, "result": result.as_dict(), "runs": runs}, []
 
 
 def _watched() -> dict[str, Any]:
@@ -222,7 +229,7 @@ class _tensor_outputs_only:
 
         simkernel._to_numpy = checked  # type: ignore[assignment]
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         from .sim import kernel as simkernel
 
         simkernel._to_numpy = self.original  # type: ignore[assignment]

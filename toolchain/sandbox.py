@@ -63,43 +63,68 @@ class Reply:
     failed: bool = False  # the body was synthesised here (timeout, crash, cancel, malformed reply)
 
 
+Frame = tuple[dict[str, Any], list[np.ndarray | None]]
+
+
 class _Capped:
-    """Drains one pipe, keeping its head and tail; counts what it dropped."""
+    """Drains one pipe, keeping its head and tail; counts what it dropped. With a ``limit`` it is the
+    result pipe instead: cut into frames as they arrive (``frames``, and each also on ``queue``, then
+    ``None`` when the pipe closes), at most ``limit`` bytes in all."""
 
     def __init__(self, fd: int, name: str, limit: int | None = None, on_overflow: Any = None) -> None:
         self.head, self.tail, self.dropped, self.total = bytearray(), bytearray(), 0, 0
         self.limit, self.on_overflow, self.overflowed = limit, on_overflow, False
-        self.whole: bytearray | None = bytearray() if limit is not None else None
+        self.splitter = wire.Splitter(limit) if limit is not None else None
+        self.frames: list[Frame] = []
+        self.queue: queue.Queue[Frame | None] = queue.Queue()
+        self.error = ""
         self.thread = threading.Thread(target=self._drain, args=(fd,), name=f"nki-sandbox-{name}", daemon=True)
         self.thread.start()
 
     def _drain(self, fd: int) -> None:
-        with os.fdopen(fd, "rb", buffering=0) as f:
-            while True:
-                try:
-                    chunk = f.read(1 << 16)
-                except OSError:
-                    return
-                if not chunk:
-                    return
-                self.total += len(chunk)
-                if self.whole is not None:
-                    if not self.overflowed and self.limit is not None and len(self.whole) + len(chunk) > self.limit:
-                        self.overflowed = True
-                        self.whole = bytearray()
-                        if self.on_overflow is not None:
-                            self.on_overflow()
-                    if not self.overflowed:
-                        self.whole += chunk
-                    continue
-                room = STREAM_HEAD - len(self.head)
-                if room > 0:
-                    self.head += chunk[:room]
-                    chunk = chunk[room:]
-                self.tail += chunk
-                if len(self.tail) > STREAM_TAIL:
-                    self.dropped += len(self.tail) - STREAM_TAIL
-                    del self.tail[: len(self.tail) - STREAM_TAIL]
+        try:
+            with os.fdopen(fd, "rb", buffering=0) as f:
+                while True:
+                    try:
+                        chunk = f.read(1 << 16)
+                    except OSError:
+                        return
+                    if not chunk:
+                        return
+                    self.total += len(chunk)
+                    if self.splitter is not None:
+                        self._frames(chunk)
+                        continue
+                    self._keep(chunk)
+        finally:
+            self.queue.put(None)
+
+    def _frames(self, chunk: bytes) -> None:
+        if self.overflowed or self.error or self.splitter is None:
+            return  # drained and dropped: the worker must not block on a full pipe
+        if self.limit is not None and self.total > self.limit:
+            self.overflowed = True
+            self.splitter = None
+            if self.on_overflow is not None:
+                self.on_overflow()
+            return
+        try:
+            for frame in self.splitter.feed(chunk):
+                self.frames.append(frame)
+                self.queue.put(frame)
+        except wire.WireError as e:
+            self.error = str(e)
+            self.splitter = None
+
+    def _keep(self, chunk: bytes) -> None:
+        room = STREAM_HEAD - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        self.tail += chunk
+        if len(self.tail) > STREAM_TAIL:
+            self.dropped += len(self.tail) - STREAM_TAIL
+            del self.tail[: len(self.tail) - STREAM_TAIL]
 
     def text(self) -> str:
         note = f"\n[... output truncated: {self.dropped} bytes dropped ...]\n" if self.dropped else ""
@@ -181,6 +206,21 @@ class Worker:
             except (OSError, ValueError):
                 pass
 
+    def stream(self) -> Any:
+        """Yield the worker's frames as they arrive, until its result pipe closes; the deadline and the
+        cancel event still apply (the worker is killed, the stream ends)."""
+        while True:
+            try:
+                item = self.result_pipe.queue.get(timeout=CANCEL_POLL)
+            except queue.Empty:
+                if (self.cancel is not None and self.cancel.is_set()) or time.monotonic() >= self.deadline:
+                    self.kill()
+                    return
+                continue
+            if item is None:
+                return
+            yield item
+
     def kill(self) -> None:
         """Kill the worker: bwrap's death takes the jail's pid namespace with it."""
         self.killed = True
@@ -212,17 +252,16 @@ class Worker:
                 return self._failure("sim_cancelled", "cancelled while running", stderr)
             return self._failure("sim_timeout", f"the kernel did not finish within {self.timeout:g} s "
                                  "(infinite loop?)", stderr)
-        if self.result_pipe.overflowed:
-            return self._failure("sim_output_limit", f"the worker's reply exceeded {self.job.max_result_bytes} "
-                                 "bytes", stderr)
-        raw = self.result_pipe.whole or bytearray()
-        if raw:
-            try:
-                body, arrays, _ = wire.decode(raw, self.job.max_result_bytes)
-                return Reply(body, arrays, self.sandbox, stderr[-STDERR_TAIL:])
-            except wire.WireError as e:
-                if self.proc.returncode == 0:
-                    return self._failure("sim_worker_crash", f"the worker's reply is malformed: {e}", stderr)
+        pipe = self.result_pipe
+        if pipe.overflowed:
+            return self._failure("sim_output_limit", f"the worker's reply exceeded {pipe.limit} bytes", stderr)
+        if pipe.error and self.proc.returncode == 0:
+            return self._failure("sim_worker_crash", f"the worker's reply is malformed: {pipe.error}", stderr)
+        if pipe.frames and not pipe.error and not (pipe.splitter is not None and pipe.splitter.buf):
+            body, arrays = pipe.frames[-1]  # the reply; earlier frames were streamed (``stream``)
+            return Reply(body, arrays, self.sandbox, stderr[-STDERR_TAIL:])
+        if pipe.splitter is not None and pipe.splitter.buf and self.proc.returncode == 0:
+            return self._failure("sim_worker_crash", "the worker's reply is truncated", stderr)
         rc = self.proc.returncode
         if rc in (-signal.SIGKILL, -signal.SIGXCPU) or "MemoryError" in stderr:
             code = "sim_memory_limit" if "MemoryError" in stderr or rc == -signal.SIGKILL else "sim_timeout"

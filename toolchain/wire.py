@@ -118,6 +118,46 @@ def decode(data: bytes | bytearray | memoryview, max_bytes: int) -> tuple[dict[s
     return header, arrays, pos
 
 
+class Splitter:
+    """Cuts a stream of untrusted bytes into frames as they arrive (``feed``), checking each header once."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.buf = bytearray()
+        self.max_bytes = max_bytes
+        self._need: int | None = None  # size of the frame at the start of buf, once its header is known
+
+    def feed(self, chunk: bytes) -> list[tuple[dict[str, Any], list[np.ndarray | None]]]:
+        self.buf += chunk
+        out: list[tuple[dict[str, Any], list[np.ndarray | None]]] = []
+        while True:
+            if self._need is None:
+                self._need = self._size()
+                if self._need is None:
+                    return out
+            if len(self.buf) < self._need:
+                return out
+            frame = self.buf[: self._need]
+            del self.buf[: self._need]
+            self._need = None
+            header, arrays, _ = decode(frame, self.max_bytes)
+            out.append((header, arrays))
+
+    def _size(self) -> int | None:
+        prefix = len(MAGIC) + _LEN.size
+        if len(self.buf) < prefix:
+            if self.buf and not MAGIC.startswith(bytes(self.buf[: len(MAGIC)])):
+                raise WireError("the reply is not a result frame")
+            return None
+        (n,) = _LEN.unpack(self.buf[len(MAGIC):prefix])
+        if self.buf[: len(MAGIC)] != MAGIC or n > MAX_HEADER_BYTES:
+            raise WireError("the reply is not a result frame" if self.buf[: len(MAGIC)] != MAGIC else
+                            f"the reply header is {n} bytes (limit {MAX_HEADER_BYTES})")
+        if len(self.buf) < prefix + n:
+            return None
+        header = _header(bytes(self.buf[:prefix]), lambda k: bytes(self.buf[prefix:prefix + k]))
+        return prefix + n + sum(m.nbytes for m in _metas(header, self.max_bytes) if m is not None)
+
+
 def _header(prefix: bytes, take: Any) -> dict[str, Any]:
     if prefix[: len(MAGIC)] != MAGIC:
         raise WireError("the reply is not a result frame")

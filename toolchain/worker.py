@@ -3,7 +3,7 @@
 Runs untrusted kernel and task code — normally inside the OS jail ``sandbox.py`` puts it in — under
 rlimits it sets on itself before reading any user code (address space, CPU seconds, file size,
 descriptors, no core dumps), with the simulator's imports, and writes exactly one reply frame to the
-descriptor it was given. User prints go to stderr so they can never corrupt the reply (and the
+descriptor it was given, last (the roles of a verification stream frames before it). User prints go to stderr so they can never corrupt the reply (and the
 parent trusts nothing in it beyond array shapes and dtypes anyway). Before reading the request it
 asks the kernel to kill it when its parent dies (Linux). Ops: ``reference`` and ``kernel`` (the two
 worker roles of a verification, ``roles.py``), ``simulate`` and ``describe``. A request's
@@ -55,7 +55,7 @@ def _limit(memory_bytes: int, cpu_seconds: int) -> None:
         limits.append((resource.RLIMIT_CPU, cpu_seconds))
     for which, value in limits:
         try:
-            soft, hard = resource.getrlimit(which)
+            _, hard = resource.getrlimit(which)
             cap = value if hard == resource.RLIM_INFINITY else min(value, hard)
             resource.setrlimit(which, (cap, cap))
         except (ValueError, OSError):
@@ -63,7 +63,7 @@ def _limit(memory_bytes: int, cpu_seconds: int) -> None:
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an over-large write fails with EFBIG instead of killing us
 
 
-def handle(req: dict[str, Any]) -> tuple[dict[str, Any], list[Any]]:
+def handle(req: dict[str, Any], out_fd: int) -> tuple[dict[str, Any], list[Any]]:
     from .tasks import search_path
 
     op = req.get("op")
@@ -72,11 +72,12 @@ def handle(req: dict[str, Any]) -> tuple[dict[str, Any], list[Any]]:
     if op == "reference":
         from .roles import reference_role
 
-        return reference_role(req)
+        return reference_role(req, lambda header, arrays: wire.write(out_fd, header, arrays))
     if op == "kernel":
         from .roles import kernel_role
 
-        return kernel_role(req, lambda: wire.read(sys.stdin.buffer, MAX_REQUEST_BYTES))
+        return kernel_role(req, lambda: wire.read(sys.stdin.buffer, MAX_REQUEST_BYTES),
+                           lambda header, arrays: wire.write(out_fd, header, arrays))
     if op == "simulate":
         from .simulate import simulate_files
 
@@ -99,7 +100,7 @@ def main() -> int:
         req, _ = wire.read(sys.stdin.buffer, 0)
         _limit(int(req.get("memory_bytes", 0)), int(req.get("cpu_seconds", 0)))
         sys.setrecursionlimit(min(sys.getrecursionlimit(), 3000))
-        reply, arrays = handle(req)
+        reply, arrays = handle(req, out_fd)
     except NkiError as e:
         reply = {"ok": True, "problem": Problem.from_error(e).as_dict()}
     except MemoryError:

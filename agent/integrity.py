@@ -7,7 +7,7 @@ stuck ("make the test pass"). ``violations(code, task_path)`` lists what a candi
 NKI kernel needs; a candidate with any violation is not run. Tool arguments that try to choose the
 task, reference, tolerance or seeds are ignored by the tools (``IGNORED_ARGUMENTS``).
 
-This is a static first line with a clear refusal message, not the boundary (that is the confined,
+This is a static first line with a clear refusal message, not the boundary (that is the OS jail and the judged,
 sandboxed verification): it refuses every route it knows of, by the names the route must spell --
 
 - imports: modules for files, processes and interpreter state, private (``_x``) modules, any

@@ -8,7 +8,7 @@ user's files are never written. The user's kernel folder comes after the copy's 
 (``search_path``), so sibling helper modules import while the copy shadows the user's file of the
 same name; that folder is only read (no bytecode is written there). The task is the user's file,
 fixed for the run; when the kernel file is its own task, the *original* text serves as the task so
-the model cannot edit the reference, and confined runs may not open the user's original either.
+the model cannot edit the reference, and the kernel's jail cannot open the user's original either.
 Results are text for the model (decoded diagnosis, "fix only what the error names") plus structured
 facts for the loop (diagnostics, verdict).
 """
@@ -117,7 +117,7 @@ class ToolBox:
             self._user_task = task_path
         self.task_digest = _digest(self.task_path)
         self.search_path = user_folder(path)
-        # files a confined candidate may not open besides the task: the user's original when it is the task
+        # files a candidate's jail may not open besides the task: the user's original when it is the task
         self.protect: tuple[str, ...] = (os.path.abspath(path),) if self_task else ()
 
     def close(self) -> None:
@@ -207,7 +207,7 @@ class ToolBox:
             sdk = detect() if self.prefer != EMBEDDED else None
             self._real_sdk = bool(sdk and (sdk.neuronxcc or sdk.nki))
         if self.isolate and not self._real_sdk:
-            # embedded toolchain: trace on the task's inputs in the confined sandbox (one seed, no verdict)
+            # embedded toolchain: trace on the task's inputs in the jail (one seed, no verdict)
             raw = api.verify(self._write(text), self.task_path, seeds=1, target=self.target, timeout=self.timeout,
                              cancel=self.cancel, search_path=self.search_path, protect=self.protect)
             found = [self._relocate(from_problem(p, "nki-sim", self.path)) for p in api.problems_of(raw)]

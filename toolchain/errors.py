@@ -71,7 +71,7 @@ SIMULATOR: dict[str, tuple[str, str]] = {
     "sim_wrong_result": ("kernel output differs from the reference", _TILING),
     "sim_worker_crash": ("the simulation process died", _TILING),
     "sim_cancelled": ("the simulation was cancelled", _TILING),
-    "sim_sandbox_violation": ("the kernel did something confined verification forbids", _TILING),
+    "sim_sandbox_violation": ("the kernel did something the sandbox forbids", _TILING),
     "sim_host_access": ("kernel code reached tile data outside the NKI API", f"{_API}/nki.language.NkiTensor.html"),
 }
 

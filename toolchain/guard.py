@@ -1,4 +1,4 @@
-"""The audit-hook guard of confined verification: what untrusted kernel code may not do in the worker.
+"""The audit-hook tripwire of the kernel worker: what untrusted kernel code may not do there.
 
 ``install`` adds a ``sys.addaudithook`` hook (hooks cannot be removed) that refuses, for the rest of
 the process: writing or changing files outside the worker's output directory; reading the expected
@@ -7,7 +7,8 @@ process memory; starting processes; network connections; ctypes; frame, trace an
 introspection from code that is not the toolchain's own. A refused event raises ``SandboxViolation``
 (a ``PermissionError``) in the code that tried it.
 
-This is defense in depth inside one Python process, not an OS sandbox: see docs/toolchain.md.
+It gives an attempt a clear ``sim_sandbox_violation`` message; the boundary is the OS jail
+(``jail.py``) and the parent-side verdict (``judge.py``): see docs/toolchain.md.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
 
 class SandboxViolation(PermissionError):
-    """Raised in kernel code for an operation confined verification refuses."""
+    """Raised in kernel code for an operation the sandbox refuses."""
 
 
 class _Guard:
@@ -68,7 +69,7 @@ class _Guard:
             self.busy = False
         if reason:
             _violations.append(reason)
-            raise SandboxViolation(f"confined verification forbids {reason}")
+            raise SandboxViolation(f"the sandbox forbids {reason}")
 
     def _check(self, event: str, args: tuple[Any, ...]) -> str:
         if event == "open":

@@ -187,7 +187,8 @@ def open_seccomp() -> tuple[int, ...]:
     return _seccomp_fd(seccomp_program())
 
 
-def python_paths() -> list[str]:
+@functools.lru_cache(maxsize=1)
+def python_paths() -> tuple[str, ...]:
     """Folders the worker's interpreter reads: its installation, the venv, site-packages and the
     folders of ``nki_agent``'s own packages (an editable install maps them into the source tree)."""
     paths = [sys.base_prefix, sys.base_exec_prefix, sys.prefix, sys.exec_prefix,
@@ -198,7 +199,7 @@ def python_paths() -> list[str]:
         spec = importlib.util.find_spec(name)
         if spec is not None and spec.submodule_search_locations:
             paths += list(spec.submodule_search_locations)
-    return _dedupe(paths)
+    return tuple(_dedupe(paths))  # fixed for the process: computed once, not per jailed worker
 
 
 def _dedupe(paths: Sequence[str]) -> list[str]:

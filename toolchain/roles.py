@@ -29,13 +29,6 @@ Frames = Callable[[], tuple[dict[str, Any], list[np.ndarray | None]]]
 Emit = Callable[[dict[str, Any], list[np.ndarray | None]], None]
 
 
-def _task_problem(e: Exception, task_path: str) -> Problem:
-    from .location import traceback_location
-
-    return Problem("sim_task_error", f"{type(e).__name__} in task code: {e}",
-                   location=traceback_location(e.__traceback__) or SourceLocation(task_path, 1))
-
-
 def settings_of(task: Any) -> dict[str, Any]:
     """The task's settings as plain JSON (what the kernel role and the judge need, nothing else)."""
     return {"path": task.path, "tolerance": dict(task.tolerance), "grid": list(task.grid), "lnc": task.lnc,
@@ -48,7 +41,7 @@ def reference_role(req: dict[str, Any], emit: Emit) -> tuple[dict[str, Any], lis
     inputs, parameters and expected outputs) as soon as it is drawn, so the kernel can run seed k while
     the reference draws seed k + 1; the reply ends the stream."""
     from .tasks import load_task, search_path
-    from .verify import _to_np, draw
+    from .verify import _to_np, draw, task_problem
 
     task_path = req["task"]
     try:
@@ -64,7 +57,7 @@ def reference_role(req: dict[str, Any], emit: Emit) -> tuple[dict[str, Any], lis
     except NkiError as e:
         return {"ok": True, "kind": "done", "problems": [Problem.from_error(e).as_dict()]}, []
     except Exception as e:  # noqa: BLE001 - the task's own code failed (inputs, reference)
-        return {"ok": True, "kind": "done", "problems": [_task_problem(e, task_path).as_dict()]}, []
+        return {"ok": True, "kind": "done", "problems": [task_problem(e, task_path).as_dict()]}, []
     return {"ok": True, "kind": "done", "problems": []}, []
 
 

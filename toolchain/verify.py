@@ -324,8 +324,13 @@ def verify_files(kernel_path: str, task_path: str, seeds: int = DEFAULT_SEEDS, t
         result.problems.append(Problem.from_error(e))
         return result
     except Exception as e:  # errors in the task's own code (inputs, reference) are task errors
-        from .location import traceback_location
-
-        result.problems.append(Problem("sim_task_error", f"{type(e).__name__} in task code: {e}",
-                                       location=traceback_location(e.__traceback__) or SourceLocation(task_path, 1)))
+        result.problems.append(task_problem(e, task_path))
         return result
+
+
+def task_problem(e: BaseException, task_path: str) -> Problem:
+    """``sim_task_error`` for an exception the task's own code raised, at its line."""
+    from .location import traceback_location
+
+    return Problem("sim_task_error", f"{type(e).__name__} in task code: {e}",
+                   location=traceback_location(e.__traceback__) or SourceLocation(task_path, 1))

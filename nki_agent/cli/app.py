@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from . import check, check_log, demo, explain, export_sft, fix, lsp, simulate, verify
+from . import check, check_log, demo, explain, export_sft, fix, lsp, runner, simulate, verify
 
 app = typer.Typer(
     name="nki-agent",
@@ -22,6 +22,7 @@ app.command("check-log")(check_log.command)
 app.command("lsp")(lsp.command)
 app.command("fix")(fix.command)
 app.command("export-sft")(export_sft.command)
+app.add_typer(runner.app, name="runner")
 
 
 def run() -> None:

@@ -1,0 +1,52 @@
+"""The ``simulator`` backend: the embedded NKI toolchain, every job in the OS jail of ``toolchain/sandbox.py``.
+
+compile / simulate / verify / profile go through ``toolchain.api`` exactly as local tools do (the
+verdict judged outside the kernel's process, plus one hidden seed the client never sees); latency
+comes from the cost model when there is one (labelled "estimated"), else "not measured";
+``baseline`` times the task's reference on CPU (``baseline.py``). Slots are plain worker slots.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from ... import __version__
+from ...toolchain import api, jail
+from ...toolchain.protocol import JobResult
+from . import BackendInfo, PreparedJob, Progress, Slot
+
+HIDDEN_SEEDS = 1
+
+
+class SimulatorBackend:
+    name = "simulator"
+
+    def info(self) -> BackendInfo:
+        st = jail.status()
+        return BackendInfo(name=self.name, sdk_version=f"nki-agent-embedded {__version__}", nki_version=None,
+                           latency="not measured", sandbox=st.label)
+
+    def slots(self, workers: int) -> list[Slot]:
+        return [Slot(i) for i in range(workers)]
+
+    def run(self, job: PreparedJob, slot: Slot, cancel: threading.Event, progress: Progress) -> JobResult:
+        r = job.request
+        common = dict(target=r.target, kernel_name=r.kernel_name, timeout=r.timeout_s, cancel=cancel)
+        progress(f"{r.op} on the embedded simulator")
+        result: JobResult
+        if r.op == "compile":
+            result = api.compile(job.kernel_path, job.task_path, **common)  # type: ignore[arg-type]
+        elif r.op == "simulate":
+            result = api.simulate(job.kernel_path, job.task_path, seed=r.seed, **common)  # type: ignore[arg-type]
+        elif r.op == "verify":
+            result = api.verify(job.kernel_path, job.task_path, seeds=r.seeds, hidden_seeds=HIDDEN_SEEDS,
+                                **common)  # type: ignore[arg-type]
+        elif r.op == "profile":
+            result = api.profile(job.kernel_path, job.task_path, seeds=r.seeds, hidden_seeds=HIDDEN_SEEDS,
+                                 warmup=r.warmup, iterations=r.iterations, **common)  # type: ignore[arg-type]
+        else:
+            from .baseline import run_baseline
+
+            result = run_baseline(job, slot, cancel)
+        result.backend = self.name
+        return result

@@ -1,0 +1,282 @@
+"""The job manager: accepted jobs, a bounded queue, one worker thread per slot, cancel, progress, cache.
+
+``submit`` validates nothing about the code (the backend's jail is the boundary); it stores the job
+(durable before its id is returned), answers at once from the cache when the same kernel + task +
+settings ran before on this backend and SDK, else queues it — ``QueueFull`` when the queue is full.
+Each worker thread owns one slot (the neuron backend: one NeuronCore) and runs one job at a time
+through the ``Executor`` (the backend itself, or a Ray cluster: ``cluster.py``). A job's files live in
+its own private folder, removed when it ends. Any failure of a job — a crash of its jailed worker,
+a bug in a backend — ends that job (``failed`` with a reason), never the thread or the service.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import queue
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ..toolchain.protocol import JobRequest, JobResult, JobStatus, ProgressEvent
+from .backends import Backend, PreparedJob, Progress, Slot
+from .store import Store
+
+MAX_EVENTS = 200  # progress events kept per job
+_STOP = object()
+
+
+class QueueFull(Exception):
+    """The queue holds ``queue_size`` jobs already (HTTP 503)."""
+
+
+class Refused(Exception):
+    """The runner will not run untrusted jobs (no OS sandbox here and no --unsafe-no-sandbox)."""
+
+
+class Executor(Protocol):
+    def run(self, job: PreparedJob, slot: Slot, cancel: threading.Event, progress: Progress) -> JobResult: ...
+
+
+@dataclass
+class _Live:
+    """In-memory state of a job that has not ended yet (or just ended): cancel flag and events."""
+
+    owner: str
+    cancel: threading.Event = field(default_factory=threading.Event)
+    events: list[ProgressEvent] = field(default_factory=list)
+    done: bool = False
+
+
+def cache_key(request: JobRequest, backend: str, sdk: str | None) -> str:
+    """Hash of what decides a result: files, op and its settings, backend, SDK version, target."""
+    fields = request.model_dump(mode="json", exclude={"nonce", "timeout_s"})
+    blob = json.dumps({"request": fields, "backend": backend, "sdk": sdk or ""}, sort_keys=True)
+    return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class JobManager:
+    def __init__(self, backend: Backend, store: Store, jobs_dir: str, workers: int = 1, queue_size: int = 256,
+                 executor: Executor | None = None, use_cache: bool = True,
+                 accept: Callable[[], str | None] = lambda: None) -> None:
+        """``accept()`` returns why jobs are refused now (e.g. no sandbox), or None."""
+        self.backend = backend
+        self.store = store
+        self.jobs_dir = jobs_dir
+        self.executor: Executor = executor or backend
+        self.use_cache = use_cache
+        self.accept = accept
+        self.slots = backend.slots(workers)
+        self.queue_size = queue_size
+        self._queue: queue.Queue[object] = queue.Queue()
+        self._queued = 0
+        self._live: dict[str, _Live] = {}
+        self._cond = threading.Condition()
+        self._threads: list[threading.Thread] = []
+        info = backend.info()
+        self._sdk = info.sdk_version
+        os.makedirs(jobs_dir, mode=0o700, exist_ok=True)
+
+    # ------------------------------------------------------------------ life cycle
+
+    def start(self) -> None:
+        for owner_id in self.store.recover():
+            job_id, owner = owner_id
+            with self._cond:
+                self._live[job_id] = _Live(owner)
+                self._queued += 1
+            self._queue.put(job_id)
+        for slot in self.slots:
+            t = threading.Thread(target=self._work, args=(slot,), name=f"runner-slot-{slot.index}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Cancel running jobs, stop the threads (queued jobs stay queued in the store for the next start)."""
+        with self._cond:
+            for live in self._live.values():
+                if not live.done:
+                    live.cancel.set()
+        for _ in self._threads:
+            self._queue.put(_STOP)
+        for t in self._threads:
+            t.join(timeout)
+
+    # ------------------------------------------------------------------ API
+
+    def submit(self, request: JobRequest, owner: str) -> JobStatus:
+        request.files()  # distinct names (raises ValueError)
+        reason = self.accept()
+        if reason:
+            raise Refused(reason)
+        job_id = uuid.uuid4().hex
+        now = time.time()
+        key = cache_key(request, self.backend.name, self._sdk) if self.use_cache else ""
+        hit = self.store.cached(key) if key else None
+        if hit is not None:
+            self.store.add(job_id, owner, request, "queued", now)
+            hit.cached = True
+            self.store.finish(job_id, "done", hit, None, cached=True)
+            return self._status(job_id)
+        with self._cond:
+            if self._queued >= self.queue_size:
+                raise QueueFull(f"the queue is full ({self.queue_size} jobs waiting); retry later")
+            self.store.add(job_id, owner, request, "queued", now)
+            self._live[job_id] = _Live(owner)
+            self._queued += 1
+        self._event(job_id, "queued", "accepted")
+        self._queue.put(job_id)
+        return self._status(job_id)
+
+    def get(self, job_id: str, owner: str) -> JobStatus | None:
+        """The job's status, or None when it does not exist or belongs to another token."""
+        found = self.store.status(job_id)
+        if found is None or found[0] != owner:
+            return None
+        status = found[1]
+        with self._cond:
+            live = self._live.get(job_id)
+            if live is not None:
+                status.events = list(live.events)
+        return status
+
+    def cancel(self, job_id: str, owner: str) -> JobStatus | None:
+        status = self.get(job_id, owner)
+        if status is None:
+            return None
+        with self._cond:
+            live = self._live.get(job_id)
+            if live is not None and not live.done:
+                live.cancel.set()
+                if status.state == "queued":  # never started: ends now; the worker thread skips it
+                    self._end(job_id, "cancelled", None, "cancelled by the client")
+        return self.get(job_id, owner)
+
+    def wait(self, job_id: str, owner: str, timeout: float | None = None) -> JobStatus | None:
+        """Block until the job ends (or ``timeout``); its status then."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while True:
+                live = self._live.get(job_id)
+                if live is None or live.done:
+                    break
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    break
+                self._cond.wait(left)
+        return self.get(job_id, owner)
+
+    def events_after(self, job_id: str, seq: int, timeout: float) -> tuple[list[ProgressEvent], bool]:
+        """Progress events with ``seq`` greater than ``seq`` (waiting up to ``timeout`` for one), and
+        whether the job has ended."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                live = self._live.get(job_id)
+                if live is None:
+                    return [], True
+                new = [e for e in live.events if e.seq > seq]
+                left = deadline - time.monotonic()
+                if new or live.done or left <= 0:
+                    return new, live.done
+                self._cond.wait(left)
+
+    def load(self) -> dict[str, int]:
+        with self._cond:
+            running = sum(1 for v in self._live.values() if not v.done) - self._queued
+        return {"queued": self._queued, "running": max(0, running), "slots": len(self.slots)}
+
+    # ------------------------------------------------------------------ internals
+
+    def _status(self, job_id: str) -> JobStatus:
+        found = self.store.status(job_id)
+        assert found is not None
+        return found[1]
+
+    def _event(self, job_id: str, state: str, message: str) -> None:
+        with self._cond:
+            live = self._live.get(job_id)
+            if live is None:
+                return
+            seq = live.events[-1].seq + 1 if live.events else 1
+            live.events.append(ProgressEvent(id=job_id, state=state, message=message[:500], seq=seq))  # type: ignore[arg-type]
+            del live.events[:-MAX_EVENTS]
+            self._cond.notify_all()
+
+    def _end(self, job_id: str, state: str, result: JobResult | None, error: str | None) -> None:
+        self.store.finish(job_id, state, result, error)
+        with self._cond:
+            live = self._live.get(job_id)
+            if live is not None and not live.done:
+                seq = live.events[-1].seq + 1 if live.events else 1
+                live.events.append(ProgressEvent(id=job_id, state=state, message=error or state, seq=seq))  # type: ignore[arg-type]
+                live.done = True
+            self._cond.notify_all()
+        self._forget_later(job_id)
+
+    def _forget_later(self, job_id: str) -> None:
+        """Ended jobs leave memory (the store keeps them); a few recent ones stay for event streams."""
+        with self._cond:
+            ended = [k for k, v in self._live.items() if v.done]
+            for k in ended[:-1000]:
+                del self._live[k]
+
+    def _work(self, slot: Slot) -> None:
+        while True:
+            item = self._queue.get()
+            if item is _STOP:
+                return
+            job_id = str(item)
+            with self._cond:
+                self._queued -= 1
+                live = self._live.get(job_id)
+            if live is None or live.done or live.cancel.is_set():
+                if live is not None and not live.done:
+                    self._end(job_id, "cancelled", None, "cancelled by the client")
+                continue
+            try:
+                self._run_one(job_id, live, slot)
+            except BaseException as e:  # noqa: BLE001 - a job's failure never ends the slot
+                self._end(job_id, "failed", None, f"internal error of the runner: {type(e).__name__}: {e}")
+
+    def _run_one(self, job_id: str, live: _Live, slot: Slot) -> None:
+        request = self.store.request(job_id)
+        if request is None:
+            self._end(job_id, "failed", None, "the job's request is missing from the store")
+            return
+        self.store.started(job_id, slot.core_id)
+        self._event(job_id, "running", f"running on slot {slot.index}"
+                    + (f" (NeuronCore {slot.core_id})" if slot.core_id is not None else ""))
+        folder = tempfile.mkdtemp(prefix=f"job-{job_id[:8]}-", dir=self.jobs_dir)
+        try:
+            prepared = prepare(job_id, request, folder)
+            result = self.executor.run(prepared, slot, live.cancel, lambda m: self._event(job_id, "running", m))
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        if live.cancel.is_set():
+            self._end(job_id, "cancelled", None, "cancelled by the client")
+            return
+        if self.use_cache and not _infrastructure_failure(result):
+            self.store.remember(cache_key(request, self.backend.name, self._sdk), result)
+        self._end(job_id, "done", result, None)
+
+
+def _infrastructure_failure(result: JobResult) -> bool:
+    """Results not worth caching: the worker crashed or timed out (may be the machine, not the code)."""
+    return any(p.code in ("sim_worker_crash", "sim_timeout", "sim_cancelled") for p in result.problems)
+
+
+def prepare(job_id: str, request: JobRequest, folder: str) -> PreparedJob:
+    """Write the job's files into its private folder."""
+    for f in request.files():
+        with open(os.path.join(folder, f.name), "w", encoding="utf-8", errors="surrogatepass") as fh:
+            fh.write(f.text)
+    kernel = os.path.join(folder, request.kernel.name)
+    task = os.path.join(folder, request.task.name) if request.task else kernel
+    return PreparedJob(job_id, request, folder, kernel, task)

@@ -44,7 +44,7 @@ class RunnerConfig:
     cluster: str | None = None  # ray://host:port, or "local" for a Ray cluster started here
     cache: bool = True
 
-    def validate(self) -> "RunnerConfig":
+    def validate(self) -> RunnerConfig:
         if self.backend not in ("simulator", "neuron"):
             raise ConfigError(f"unknown backend {self.backend!r} (simulator | neuron)")
         if self.token is not None and not self.token.strip():

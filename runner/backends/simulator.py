@@ -9,6 +9,7 @@ comes from the cost model when there is one (labelled "estimated"), else "not me
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 from ... import __version__
 from ...toolchain import api, jail
@@ -31,7 +32,8 @@ class SimulatorBackend:
 
     def run(self, job: PreparedJob, slot: Slot, cancel: threading.Event, progress: Progress) -> JobResult:
         r = job.request
-        common = dict(target=r.target, kernel_name=r.kernel_name, timeout=r.timeout_s, cancel=cancel)
+        common: dict[str, Any] = {"target": r.target, "kernel_name": r.kernel_name, "timeout": r.timeout_s,
+                                  "cancel": cancel}
         progress(f"{r.op} on the embedded simulator")
         result: JobResult
         if r.op == "compile":

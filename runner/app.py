@@ -29,6 +29,7 @@ from . import auth
 from .config import RunnerConfig
 from .jobs import JobManager, QueueFull, Refused
 
+PUBLIC_ROUTES = ("/healthz",)  # the only routes answered without the token
 SYNC_WAIT_S = 900.0
 EVENT_POLL_S = 10.0
 
@@ -72,26 +73,30 @@ class BodyLimit:
             except ValueError:
                 await _error(400, "bad Content-Length")(scope, receive, send)
                 return
+        body: list[bytes] = []
         seen = 0
-        exceeded = False
-
-        async def counted() -> Message:
-            nonlocal seen, exceeded
+        while True:  # read the whole (capped) body first: a streamed body over the cap never reaches a route
             message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.limit:
-                    exceeded = True
-                    raise HTTPError(413, f"request body over {self.limit} bytes")
-            return message
-
-        try:
-            await self.app(scope, counted, send)
-        except HTTPError:
-            if exceeded:
+            if message["type"] != "http.request":
+                return  # the client went away
+            chunk = message.get("body", b"")
+            seen += len(chunk)
+            if seen > self.limit:
                 await too_big(scope, receive, send)
-            else:
-                raise
+                return
+            body.append(chunk)
+            if not message.get("more_body", False):
+                break
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": b"".join(body), "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
 
 
 def create_app(ctx: Context) -> FastAPI:

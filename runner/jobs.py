@@ -79,6 +79,7 @@ class JobManager:
         self._live: dict[str, _Live] = {}
         self._cond = threading.Condition()
         self._threads: list[threading.Thread] = []
+        self._closing = threading.Event()
         info = backend.info()
         self._sdk = info.sdk_version
         os.makedirs(jobs_dir, mode=0o700, exist_ok=True)
@@ -98,7 +99,9 @@ class JobManager:
             self._threads.append(t)
 
     def close(self, timeout: float = 10.0) -> None:
-        """Cancel running jobs, stop the threads (queued jobs stay queued in the store for the next start)."""
+        """Stop running jobs (they end failed), stop the threads; queued jobs stay queued in the store
+        and run after the next start."""
+        self._closing.set()
         with self._cond:
             for live in self._live.values():
                 if not live.done:
@@ -236,6 +239,8 @@ class JobManager:
             with self._cond:
                 self._queued -= 1
                 live = self._live.get(job_id)
+            if self._closing.is_set():  # stays queued in the store: the next start runs it
+                continue
             if live is None or live.done or live.cancel.is_set():
                 if live is not None and not live.done:
                     self._end(job_id, "cancelled", None, "cancelled by the client")
@@ -260,7 +265,10 @@ class JobManager:
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         if live.cancel.is_set():
-            self._end(job_id, "cancelled", None, "cancelled by the client")
+            if self._closing.is_set():
+                self._end(job_id, "failed", None, "the runner stopped during the job; submit it again")
+            else:
+                self._end(job_id, "cancelled", None, "cancelled by the client")
             return
         if self.use_cache and not _infrastructure_failure(result):
             self.store.remember(cache_key(request, self.backend.name, self._sdk), result)

@@ -120,7 +120,8 @@ def test_refuses_to_listen_publicly_without_a_token(host, tmp_path):
     with pytest.raises(ConfigError, match="without a token"):
         RunnerConfig(host=host, state_dir=str(tmp_path)).validate()
     proc = subprocess.run([sys.executable, "-m", "nki_agent", "runner", "serve", "--host", host, "--port", "0",
-                           "--state-dir", str(tmp_path / "s")], capture_output=True, text=True, timeout=120,
+                           "--state-dir", str(tmp_path / "s")], check=False, capture_output=True, text=True,
+                          timeout=120,
                           env={"PATH": "/usr/bin:/bin"})
     assert proc.returncode == 2
     assert "without a token" in proc.stdout + proc.stderr

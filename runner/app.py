@@ -102,7 +102,7 @@ class BodyLimit:
 def create_app(ctx: Context) -> FastAPI:
     app = FastAPI(title="NKI Agent runner", version=__version__, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.ctx = ctx
-    token = ctx.config.token
+    tokens = ctx.config.tokens
 
     @app.exception_handler(HTTPError)
     async def _http_error(request: Request, exc: HTTPError) -> JSONResponse:
@@ -119,9 +119,9 @@ def create_app(ctx: Context) -> FastAPI:
 
     def caller(request: Request) -> str:
         presented = auth.bearer(request.headers.get("authorization"))
-        if not auth.check(token, presented):
+        if not auth.check(tokens, presented):
             raise HTTPError(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
-        return auth.owner_of(presented if token else None)
+        return auth.owner_of(presented if tokens else None)
 
     app.state.caller = caller
 

@@ -31,13 +31,18 @@ def bearer(header: str | None) -> str | None:
     return value.strip()
 
 
-def check(configured: str | None, presented: str | None) -> bool:
-    """True when no token is configured, or the presented one equals it (constant-time)."""
-    if configured is None:
+def check(configured: tuple[str, ...], presented: str | None) -> bool:
+    """True when no token is configured, or the presented one equals one of them (each compared in
+    constant time, all of them always compared)."""
+    if not configured:
         return True
     if presented is None:
         return False
-    return hmac.compare_digest(configured.encode("utf-8", "surrogatepass"), presented.encode("utf-8", "surrogatepass"))
+    given = presented.encode("utf-8", "surrogatepass")
+    ok = False
+    for t in configured:
+        ok |= hmac.compare_digest(t.encode("utf-8", "surrogatepass"), given)
+    return ok
 
 
 @dataclass

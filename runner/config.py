@@ -35,8 +35,10 @@ class RunnerConfig:
     host: str = "127.0.0.1"
     port: int = 8765
     token: str | None = None
+    tokens_file: str | None = None  # more tokens, one per line: one identity (quota, rate limit, jobs) each
     workers: int = 1  # concurrent jobs (the neuron backend: at most one per NeuronCore)
     queue_size: int = 256  # accepted jobs waiting for a slot; more → 503
+    queue_per_token: int = 0  # unfinished jobs one token may have (0: a quarter of the queue, at least 8)
     rate_per_minute: int = 600  # submissions per token per minute; more → 429
     max_body_bytes: int = MAX_BODY_BYTES
     state_dir: str = ""  # the SQLite database and job folders; default: a private temp folder
@@ -49,9 +51,10 @@ class RunnerConfig:
             raise ConfigError(f"unknown backend {self.backend!r} (simulator | neuron)")
         if self.token is not None and not self.token.strip():
             self.token = None
-        if self.token is not None and len(self.token) < 16:
-            raise ConfigError("the token is shorter than 16 characters")
-        if not self.token and not is_loopback(self.host):
+        for t in self.tokens:
+            if len(t) < 16:
+                raise ConfigError("a token is shorter than 16 characters")
+        if not self.tokens and not is_loopback(self.host):
             raise ConfigError(f"refusing to listen on {self.host} without a token: pass --token or set {TOKEN_ENV} "
                               "(only a loopback address may run unauthenticated)")
         if self.workers < 1 or self.queue_size < 1 or self.rate_per_minute < 1:
@@ -61,6 +64,17 @@ class RunnerConfig:
         os.makedirs(self.state_dir, mode=0o700, exist_ok=True)
         os.chmod(self.state_dir, 0o700)
         return self
+
+    @property
+    def tokens(self) -> tuple[str, ...]:
+        out = [self.token] if self.token else []
+        if self.tokens_file:
+            try:
+                with open(self.tokens_file, encoding="utf-8") as fh:
+                    out += [ln.strip() for ln in fh if ln.strip() and not ln.lstrip().startswith("#")]
+            except OSError as e:
+                raise ConfigError(f"cannot read the tokens file: {e.strerror}") from None
+        return tuple(out)
 
     @property
     def db_path(self) -> str:

@@ -64,8 +64,10 @@ def cache_key(request: JobRequest, backend: str, sdk: str | None) -> str:
 class JobManager:
     def __init__(self, backend: Backend, store: Store, jobs_dir: str, workers: int = 1, queue_size: int = 256,
                  executor: Executor | None = None, use_cache: bool = True,
-                 accept: Callable[[], str | None] = lambda: None) -> None:
-        """``accept()`` returns why jobs are refused now (e.g. no sandbox), or None."""
+                 accept: Callable[[], str | None] = lambda: None, per_owner: int = 0) -> None:
+        """``accept()`` returns why jobs are refused now (e.g. no sandbox), or None. ``per_owner`` caps the
+        unfinished jobs of one token (0: a quarter of the queue, at least 8), so one client flooding
+        the queue cannot lock the others out."""
         self.backend = backend
         self.store = store
         self.jobs_dir = jobs_dir
@@ -74,6 +76,7 @@ class JobManager:
         self.accept = accept
         self.slots = backend.slots(workers)
         self.queue_size = queue_size
+        self.per_owner = per_owner or max(8, queue_size // 4)
         self._queue: queue.Queue[object] = queue.Queue()
         self._queued = 0
         self._live: dict[str, _Live] = {}
@@ -130,6 +133,10 @@ class JobManager:
         with self._cond:
             if self._queued >= self.queue_size:
                 raise QueueFull(f"the queue is full ({self.queue_size} jobs waiting); retry later")
+            mine = sum(1 for v in self._live.values() if v.owner == owner and not v.done)
+            if mine >= self.per_owner:
+                raise QueueFull(f"this token has {mine} unfinished jobs (the most one token may have); "
+                                "retry when some have ended")
             self.store.add(job_id, owner, request, "queued", now)
             self._live[job_id] = _Live(owner)
             self._queued += 1

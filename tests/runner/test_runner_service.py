@@ -260,3 +260,16 @@ def test_unknown_and_foreign_job_ids_are_404(tmp_path):
         for path in ("/v1/jobs/nope", "/v1/jobs/" + "f" * 32, "/v1/jobs/%2e%2e%2fetc"):
             assert client.get(path).status_code == 404
             assert client.delete(path).status_code == 404
+
+
+def test_one_token_flooding_the_queue_does_not_lock_out_the_others(tmp_path):
+    gate = GateBackend()
+    tokens = tmp_path / "tokens"
+    other = "second-user-token-abcdefgh"
+    tokens.write_text(f"# team\n{other}\n")
+    with running(tmp_path, gate, token=TOKEN, tokens_file=str(tokens), queue_size=40, queue_per_token=5,
+                 cache=False) as (_, client):
+        codes = [client.post("/v1/jobs", json=request(f"f{i}"), headers=auth(TOKEN)).status_code for i in range(8)]
+        assert codes[:5] == [202] * 5 and set(codes[5:]) == {503}
+        assert client.post("/v1/jobs", json=request("other"), headers=auth(other)).status_code == 202
+        gate.gate.set()

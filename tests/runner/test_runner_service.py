@@ -273,3 +273,17 @@ def test_one_token_flooding_the_queue_does_not_lock_out_the_others(tmp_path):
         assert codes[:5] == [202] * 5 and set(codes[5:]) == {503}
         assert client.post("/v1/jobs", json=request("other"), headers=auth(other)).status_code == 202
         gate.gate.set()
+
+
+def test_without_a_working_sandbox_untrusted_jobs_are_refused_unless_unsafe(tmp_path, monkeypatch):
+    monkeypatch.setenv("NKI_AGENT_BWRAP", str(tmp_path / "no-such-bwrap"))
+    gate = GateBackend()
+    gate.gate.set()
+    with running(tmp_path / "safe", gate) as (_, client):
+        refused = client.post("/v1/jobs", json=request("x"))
+        assert refused.status_code == 503
+        assert "sandbox is unavailable" in refused.json()["error"]
+        assert "--unsafe-no-sandbox" in refused.json()["error"]
+        assert client.get("/healthz").status_code == 200
+    with running(tmp_path / "unsafe", gate, unsafe_no_sandbox=True) as (_, client):
+        assert client.post("/v1/jobs?wait=60", json=request("y")).json()["state"] == "done"

@@ -1,69 +1,112 @@
-"""Façade of the toolchain for tools (CLI, server, agent): verify / simulate a kernel file against a task.
+"""Façade of the toolchain for tools (CLI, server, agent, runner): compile / simulate / verify / profile a
+kernel file against a task, and describe a task.
 
 By default the work goes to the ``Runner`` seam (``runner.py``; today jailed worker processes on this
-machine, ``sandbox.py``), so a hostile or broken kernel
-cannot hang, crash or fool the caller: ``verify`` computes its verdict in this process from the
-arrays a reference worker and a kernel worker return (``judge.py``). ``isolate=False`` runs
-in-process (tests and benchmarks only). All paths return the same JSON-able dict; a problem that
-stops the job appears in ``problems``; jailed results say how they ran in ``sandbox``
-(``bwrap`` or ``unsandboxed``, where namespaces are unavailable; in-process: ``in-process``).
+machine, ``sandbox.py``), so a hostile or broken kernel cannot hang, crash or fool the caller:
+``verify`` computes its verdict in this process from the arrays a reference worker and a kernel
+worker return (``judge.py``). ``isolate=False`` runs in-process (``in_process.py``; tests and
+benchmarks only). Every path returns the same typed result of ``protocol.py`` (``VerifyResult``,
+``SimulateResult``, ``CompileResult``, ``ProfileResult``, ``TaskDescription``); a problem that stops
+the job is in its ``problems`` (``result.problem_list()`` as ``errors.Problem``); ``sandbox`` says how
+it ran (``bwrap``, ``unsandboxed`` where namespaces are unavailable, ``in-process``).
 
-``search_path`` lists folders the kernel and task may import from after their own folder (the fix
-agent verifies a temp copy and passes the user's kernel folder, so sibling helper modules import;
-the copy still shadows the user's file of the same name). Those folders are read, never written.
+``hidden_seeds`` adds that many secret seeds to a verification (drawn with ``secrets``, never
+reported: ``SeedFigures(seed=None, hidden=True)``), so a kernel that hard-codes the visible seeds'
+answers fails. ``search_path`` lists folders the kernel and task may import from after their own
+folder (the fix agent verifies a temp copy and passes the user's kernel folder, so sibling helper
+modules import; the copy still shadows the user's file of the same name). Those folders are read,
+never written.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from typing import Any
 
 from . import runner, sandbox
 from .errors import Problem
+from .in_process import IN_PROCESS
+from .protocol import CompileResult, ProfileResult, SimulateResult, TaskDescription, VerifyResult
 
 DEFAULT_TIMEOUT = sandbox.DEFAULT_TIMEOUT
 
-
-IN_PROCESS = "in-process"
+__all__ = ["DEFAULT_TIMEOUT", "IN_PROCESS", "compile", "describe_task", "problems_of", "profile", "simulate",
+           "verify"]
 
 
 def verify(kernel: str, task: str, seeds: int = 3, target: str | None = None, kernel_name: str | None = None,
            isolate: bool = True, timeout: float = DEFAULT_TIMEOUT,
            cancel: threading.Event | None = None, search_path: Sequence[str] = (),
-           protect: Sequence[str] = ()) -> dict[str, Any]:
-    """Verify ``kernel`` against ``task`` on ``seeds`` seeds; the verdict is computed here.
+           protect: Sequence[str] = (), hidden_seeds: int = 0) -> VerifyResult:
+    """Verify ``kernel`` against ``task`` on ``seeds`` seeds (plus ``hidden_seeds`` secret ones); the
+    verdict is computed here.
 
     ``protect`` names more files the kernel process may not read besides the task (e.g. the user's
     original of a kernel file that is its own task, when a candidate copy is verified)."""
     if not isolate:
-        from .verify import verify_files
+        from . import in_process
 
-        return dict(verify_files(kernel, task, seeds, target, kernel_name, time_limit=timeout,
-                                 search_path=search_path).as_dict(), sandbox=IN_PROCESS)
-    return runner.current().verify(kernel, task, seeds, target, kernel_name, timeout, cancel, search_path, protect)
+        return in_process.verify(kernel, task, seeds, target, kernel_name, timeout, search_path, hidden_seeds)
+    return runner.current().verify(kernel, task, seeds=seeds, target=target, kernel_name=kernel_name,
+                                   timeout=timeout, cancel=cancel, search_path=search_path, protect=protect,
+                                   hidden_seeds=hidden_seeds)
 
 
 def simulate(kernel: str, task: str, target: str | None = None, kernel_name: str | None = None, seed: int = 0,
              isolate: bool = True, timeout: float = DEFAULT_TIMEOUT,
-             cancel: threading.Event | None = None, search_path: Sequence[str] = ()) -> dict[str, Any]:
+             cancel: threading.Event | None = None, search_path: Sequence[str] = ()) -> SimulateResult:
+    """One run of the kernel on the task's inputs for ``seed`` (no reference check): outputs, trace, peaks."""
     if not isolate:
-        from .simulate import simulate_files
+        from . import in_process
 
-        return dict(simulate_files(kernel, task, target, kernel_name, seed, time_limit=timeout,
-                                   search_path=search_path), sandbox=IN_PROCESS)
-    return runner.current().simulate(kernel, task, target, kernel_name, seed, timeout, cancel, search_path)
+        return in_process.simulate(kernel, task, target, kernel_name, seed, timeout, search_path)
+    return runner.current().simulate(kernel, task, target=target, kernel_name=kernel_name, seed=seed,
+                                     timeout=timeout, cancel=cancel, search_path=search_path)
 
 
-def problems_of(result: dict[str, Any]) -> list[Problem]:
-    return [Problem.from_dict(p) for p in result.get("problems", [])]
+def compile(kernel: str, task: str, target: str | None = None, kernel_name: str | None = None,
+            isolate: bool = True, timeout: float = DEFAULT_TIMEOUT, cancel: threading.Event | None = None,
+            search_path: Sequence[str] = ()) -> CompileResult:
+    """Does the kernel compile? On the embedded toolchain: a simulated launch on seed 0's inputs
+    (``compiled`` = it ran and no problem is an error; ``stage`` "compiled" or "none")."""
+    if not isolate:
+        from . import in_process
+        from .results import compile_result
+
+        res = in_process.verify(kernel, task, 1, target, kernel_name, timeout, search_path)
+        return compile_result(res, kernel_name)
+    return runner.current().compile(kernel, task, target=target, kernel_name=kernel_name, timeout=timeout,
+                                    cancel=cancel, search_path=search_path)
+
+
+def profile(kernel: str, task: str, seeds: int = 3, target: str | None = None, kernel_name: str | None = None,
+            isolate: bool = True, timeout: float = DEFAULT_TIMEOUT, cancel: threading.Event | None = None,
+            search_path: Sequence[str] = (), protect: Sequence[str] = (), hidden_seeds: int = 0,
+            warmup: int = 5, iterations: int = 50) -> ProfileResult:
+    """``verify``'s figures plus the kernel's latency. Locally nothing is measured: ``latency.kind`` is
+    "not measured" (the cost model's estimate goes in ``results.estimate_latency``); a device runner
+    times ``warmup`` + up to ``iterations`` runs."""
+    if not isolate:
+        from . import in_process
+        from .results import profile_result
+
+        return profile_result(in_process.verify(kernel, task, seeds, target, kernel_name, timeout, search_path,
+                                                hidden_seeds))
+    return runner.current().profile(kernel, task, seeds=seeds, target=target, kernel_name=kernel_name,
+                                    timeout=timeout, cancel=cancel, search_path=search_path, protect=protect,
+                                    hidden_seeds=hidden_seeds, warmup=warmup, iterations=iterations)
 
 
 def describe_task(task: str, isolate: bool = True, timeout: float = 30.0,
-                  search_path: Sequence[str] = ()) -> dict[str, Any]:
+                  search_path: Sequence[str] = ()) -> TaskDescription:
     """The task's inputs (shape, dtype per argument, seed 0) and settings, for prompts and hovers."""
     if not isolate:
-        from .tasks import describe_task as describe
+        from . import in_process
 
-        return describe(task, search_path)
-    return runner.current().describe(task, timeout, search_path)
+        return in_process.describe(task, search_path)
+    return runner.current().describe(task, timeout=timeout, search_path=search_path)
+
+
+def problems_of(result: VerifyResult | SimulateResult | CompileResult | TaskDescription) -> list[Problem]:
+    """The result's problems as ``errors.Problem`` (the same as ``result.problem_list()``)."""
+    return result.problem_list()

@@ -9,19 +9,23 @@ reference draws seed k + 1) and compares the outputs it returns with the expecte
 only in this process. A kernel that changes its inputs is caught by comparing, bit for bit, the
 arguments it returns with this process's own copy of what it sent (stronger than comparing hashes,
 and cheaper than SHA-256 over large inputs); the kernel process's own reports (problems, trace,
-"mutated") are shown, never believed for the verdict.
+"mutated", the store log that names the line of a first mismatch) are shown, never believed for the
+verdict. Besides seeds ``0..seeds-1``, ``hidden_seeds`` more are drawn here with ``secrets``: the
+reference worker draws them, the kernel worker sees only their position, and the result reports them
+without their values (``results.verify_result``). The result is ``protocol.VerifyResult``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from . import sandbox
+from . import protocol, sandbox
 from .errors import Problem, SourceLocation
 
 OUTPUT_SLACK = 1 << 20  # bytes the kernel's reply may exceed 4x (expected outputs + inputs) by
@@ -39,39 +43,49 @@ def _same_bytes(a: np.ndarray | None, b: np.ndarray | None) -> bool:
 
 
 def verify(kernel: str, task: str, seeds: int, target: str | None, kernel_name: str | None, timeout: float,
-           cancel: threading.Event | None, search_path: Sequence[str] = (),
-           protect: Sequence[str] = ()) -> dict[str, Any]:
-    """The result dict of ``verify.VerifyResult.as_dict`` plus ``sandbox``, judged in this process."""
+           cancel: threading.Event | None, search_path: Sequence[str] = (), protect: Sequence[str] = (),
+           hidden_seeds: int = 0, kernel_extra: Mapping[str, Any] | None = None, devices: Sequence[str] = (),
+           env: Mapping[str, str] | None = None) -> protocol.VerifyResult:
+    """Verify ``kernel`` on seeds ``0..seeds-1`` plus ``hidden_seeds`` secret ones, judged in this process.
+
+    ``kernel_extra`` is merged into the kernel worker's request; ``devices`` / ``env`` go to its
+    ``sandbox.Job`` when the sandbox has such fields (a device backend's NeuronCore)."""
     import os
 
+    from .results import draw_hidden, verify_result
+
+    seed_list = list(range(seeds)) + draw_hidden(hidden_seeds, seeds)
     base: dict[str, Any] = {"kernel": kernel, "task": task, "target": target or "", "compiled": False,
                             "correct": False, "seeds": [], "problems": []}
     sp = [str(p) for p in search_path]
     same = os.path.realpath(kernel) == os.path.realpath(task)
     hidden = tuple(os.path.abspath(p) for p in ([] if same else [task]) + list(protect)
                    if os.path.realpath(p) != os.path.realpath(kernel))
+    ker_req = dict(kernel_extra or {}, op="kernel", kernel=kernel, task=task, target=target, kernel_name=kernel_name,
+                   search_path=sp)
+    # its reply is capped small until the reference tells how large the real one can be
+    ker_job = sandbox.Job(ker_req, hidden=hidden, max_result_bytes=EARLY_REPLY_BYTES,
+                          **_device_fields(devices, env))
     t0 = time.monotonic()
-    ref_w = sandbox.start(sandbox.Job({"op": "reference", "task": task, "seeds": seeds, "search_path": sp}),
-                          timeout=timeout, cancel=cancel)
-    ker_req = {"op": "kernel", "kernel": kernel, "task": task, "target": target, "kernel_name": kernel_name,
-               "search_path": sp}
-    try:  # its reply is capped small until the reference tells how large the real one can be
-        ker_w = sandbox.start(sandbox.Job(ker_req, hidden=hidden, max_result_bytes=EARLY_REPLY_BYTES),
-                              timeout=timeout, cancel=cancel)
+    ref_w = sandbox.start(sandbox.Job({"op": "reference", "task": task, "seeds": len(seed_list),
+                                       "seed_list": seed_list, "search_path": sp}), timeout=timeout, cancel=cancel)
+    try:
+        ker_w = sandbox.start(ker_job, timeout=timeout, cancel=cancel)
     except BaseException:
         ref_w.kill()
         ref_w.result()
         raise
     try:
         ref_w.close_input()
-        settings, plan = _relay(ref_w, ker_w)
+        settings, plan = _relay(ref_w, ker_w, seed_list)
         ref = ref_w.result()
         base["sandbox"] = ker_w.sandbox
-        if ref.failed or settings is None or _problems(ref.body, none=True) or len(plan) != seeds:
+        if ref.failed or settings is None or _problems(ref.body, none=True) or len(plan) != len(seed_list):
             ker_w.kill()
             ker_w.result()
-            return dict(base, problems=_problems(ref.body) if ref.failed or _problems(ref.body, none=True) else
-                        [_malformed(task, "the reference worker's stream is incomplete")], stderr=ref.stderr)
+            return verify_result(dict(base, problems=_problems(ref.body) if ref.failed or _problems(ref.body, none=True)
+                                      else [_malformed(task, "the reference worker's stream is incomplete")],
+                                      stderr=ref.stderr), seeds)
         runs: dict[int, tuple[dict[str, Any], list[np.ndarray | None]]] = {}
         for header, arrays in ker_w.stream():  # each seed's outputs, while the next seed runs
             if header.get("kind") == "run" and isinstance(header.get("seed"), int):
@@ -83,19 +97,32 @@ def verify(kernel: str, task: str, seeds: int, target: str | None, kernel_name: 
             w.result()
         raise
     if ker.failed or "result" not in ker.body:
-        return dict(base, problems=_problems(ker.body), stderr=ker.stderr)
+        return verify_result(dict(base, problems=_problems(ker.body), stderr=ker.stderr), seeds)
     try:
-        out = _judge(ker.body, runs, plan, settings, kernel, task)
+        out, lines = _judge(ker.body, runs, plan, settings, kernel, task)
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
         p = _malformed(kernel, f"the kernel worker's reply is malformed ({type(e).__name__}: {e})")
-        return dict(base, problems=[p], stderr=ker.stderr)
+        return verify_result(dict(base, problems=[p], stderr=ker.stderr), seeds)
     out.update(sandbox=ker.sandbox, stderr=ker.stderr, seconds=round(time.monotonic() - t0, 3))
+    return verify_result(out, seeds, lines)
+
+
+def _device_fields(devices: Sequence[str], env: Mapping[str, str] | None) -> dict[str, Any]:
+    """``devices`` / ``env`` for ``sandbox.Job``, for the fields it has (a sandbox without them gets neither)."""
+    names = {f.name for f in dataclasses.fields(sandbox.Job)}
+    out: dict[str, Any] = {}
+    if devices and "devices" in names:
+        out["devices"] = tuple(devices)
+    if env and "env" in names:
+        out["env"] = dict(env)
     return out
 
 
-def _relay(ref_w: sandbox.Worker, ker_w: sandbox.Worker) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+def _relay(ref_w: sandbox.Worker, ker_w: sandbox.Worker,
+           seed_list: Sequence[int]) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     """Pass the reference's settings and each seed's arguments to the kernel worker as they arrive; the
-    kernel worker's reply cap grows with what it may send back (4x the seed's arrays)."""
+    kernel worker's reply cap grows with what it may send back (4x the seed's arrays). Seeds are
+    labelled by their position in ``seed_list``: the kernel worker never learns a hidden seed's value."""
     settings: dict[str, Any] | None = None
     plan: list[dict[str, Any]] = []
     budget = OUTPUT_SLACK
@@ -105,8 +132,11 @@ def _relay(ref_w: sandbox.Worker, ker_w: sandbox.Worker) -> tuple[dict[str, Any]
             if kind == "settings" and settings is None and isinstance(header.get("settings"), dict):
                 settings = header["settings"]
                 ker_w.send({"kind": "settings", "settings": settings})
-            elif kind == "seed" and settings is not None:
+            elif kind == "seed" and settings is not None and len(plan) < len(seed_list):
                 s = _seed_plan(header, arrays)
+                if s["seed"] != seed_list[len(plan)]:
+                    raise ValueError("the reference drew another seed than asked")
+                s["seed"] = len(plan)  # the label
                 plan.append(s)
                 budget += 4 * sum(a.nbytes for a in s["send"] + s["expected"])
                 ker_w.result_pipe.limit = max(budget, EARLY_REPLY_BYTES)
@@ -147,9 +177,12 @@ def _seed_plan(header: dict[str, Any], arrays: list[np.ndarray | None]) -> dict[
 
 
 def _judge(body: dict[str, Any], frames: dict[int, tuple[dict[str, Any], list[np.ndarray | None]]],
-           plan: list[dict[str, Any]], settings: dict[str, Any], kernel: str, task: str) -> dict[str, Any]:
-    """Rebuild the verify result from the trusted plan and the kernel's ``run`` frames."""
+           plan: list[dict[str, Any]], settings: dict[str, Any], kernel: str,
+           task: str) -> tuple[dict[str, Any], dict[int, int]]:
+    """Rebuild the verify result from the trusted plan and the kernel's ``run`` frames; also the line of
+    each seed's first mismatch, where the kernel's store log names it (display only)."""
     from .roles import _task_settings
+    from .sim.stores import line_of
     from .verify import SeedResult, VerifyResult, _compare_all, mark_mutated, tolerance_for
 
     res = body["result"]
@@ -159,6 +192,7 @@ def _judge(body: dict[str, Any], frames: dict[int, tuple[dict[str, Any], list[np
                        problems=problems, peak_sbuf_bytes=int(res.get("peak_sbuf_bytes", 0)),
                        peak_psum_bytes=int(res.get("peak_psum_bytes", 0)), trace=list(res.get("trace", []))[:2000])
     task_settings = _task_settings(settings)
+    lines: dict[int, int] = {}
     trusted = {s["seed"]: s for s in plan}
     claimed = {int(sd["seed"]): sd for sd in list(res.get("seeds", []))[: len(trusted)]}
     for seed, s in trusted.items():
@@ -173,6 +207,12 @@ def _judge(body: dict[str, Any], frames: dict[int, tuple[dict[str, Any], list[np
             raise ValueError(f"seed {seed}: the run frame does not match its header")
         got, after = arrays[:n_out], arrays[n_out:]
         r = _compare_all(task_settings, list(got), s["expected"], seed)
+        fm = r.first_mismatch
+        if fm is not None and 0 <= fm.output < len(got) and getattr(got[fm.output], "shape", None) == \
+                s["expected"][fm.output].shape:
+            line = line_of(run.get("stores"), fm.output, fm.index)
+            if line is not None:
+                lines[seed] = line
         r.kernel_seconds, r.reference_seconds = float(sd.get("kernel_seconds", 0.0)), s["reference_seconds"]
         mutated = [f"argument {i}" for i, (sent, a) in enumerate(zip(s["send"][: s["inputs"]], after))
                    if not _same_bytes(sent, a)]
@@ -190,5 +230,5 @@ def _judge(body: dict[str, Any], frames: dict[int, tuple[dict[str, Any], list[np
     violated = any(p.code == "sim_sandbox_violation" for p in out.problems)
     out.correct = (out.compiled and len(out.seeds) == len(trusted) and all(x.correct for x in out.seeds)
                    and not violated)
-    return out.as_dict()
+    return out.as_dict(), lines
 

@@ -1,14 +1,17 @@
 """The two worker roles of a verification; the third role, the judge, is the parent (``judge.py``).
 
-``reference_role`` (task code only, in its own jail): load the task, and per seed draw the inputs,
-the model parameters and the reference outputs; they go back to the parent as arrays. No kernel
-code is ever loaded in that process.
+``reference_role`` (task code only, in its own jail): load the task, and per seed of the request's
+``seed_list`` (the parent's visible seeds, then the hidden ones it drew; else ``range(seeds)``) draw
+the inputs, the model parameters and the reference outputs; they go back to the parent as arrays. No
+kernel code is ever loaded in that process.
 
 ``kernel_role`` (kernel code only, in a jail where the task file cannot be opened): install the
 audit-hook tripwire (``guard.py``: a clear message for an attempt, not the boundary), refuse kernel
 source that tampers with the process (``tamper.py``), load the kernel, then wait for the parent's second frame with the settings and each seed's arguments, run
 the kernel on the simulator and send back, per seed, its outputs and its arguments as they are
-afterwards (the parent compares them with what it sent). Everything this role says is untrusted:
+afterwards (the parent compares them with what it sent) and the launch's store log (which line
+wrote which box of each output: the parent names the line of the first mismatch with it). The
+seed numbers this role sees are the parent's labels (positions), never the hidden seeds' values. Everything this role says is untrusted:
 the parent believes only the shapes and dtypes of what it returns.
 """
 
@@ -25,6 +28,7 @@ from .errors import NkiError, Problem, SourceLocation
 
 MAX_OUTPUTS = 64  # outputs per seed sent back; kernels return a handful
 MAX_SCAN_BYTES = 5 << 20  # the tamper scan reads what load_module would accept
+MAX_STORES = 4160  # store-log entries per seed's run frame (``sim/stores.py``: display only)
 Frames = Callable[[], tuple[dict[str, Any], list[np.ndarray | None]]]
 Emit = Callable[[dict[str, Any], list[np.ndarray | None]], None]
 
@@ -34,6 +38,48 @@ def settings_of(task: Any) -> dict[str, Any]:
     return {"path": task.path, "tolerance": dict(task.tolerance), "grid": list(task.grid), "lnc": task.lnc,
             "kernel_name": task.kernel_name, "target": task.target,
             "allow_input_mutation": bool(task.allow_input_mutation)}
+
+
+def seed_list(req: dict[str, Any]) -> list[int]:
+    """The seeds to draw, in order: the request's ``seed_list`` (the parent's visible seeds, then its hidden
+    ones), else ``range(seeds)``."""
+    given = req.get("seed_list")
+    if isinstance(given, list) and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in given):
+        return [int(s) for s in given]
+    return list(range(int(req.get("seeds", 3))))
+
+
+def launch_records(task: Any) -> list[Any]:
+    """Every launch ``task.launcher`` makes from now on also appends its ``LaunchRecord`` to the returned list
+    (``run_cases`` keeps its own records to itself; the store log of each seed's launch travels with its run)."""
+    import dataclasses
+
+    from .sim.kernel import DEFAULTS
+
+    records: list[Any] = []
+    plain = task.launcher
+
+    def launcher(kernel: Any) -> Any:
+        inner = plain(kernel)
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            defaults = DEFAULTS.get()
+            previous = defaults.observer
+
+            def observe(record: Any) -> None:
+                records.append(record)
+                if previous is not None:
+                    previous(record)
+
+            token = DEFAULTS.set(dataclasses.replace(defaults, observer=observe))
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                DEFAULTS.reset(token)
+        return run
+
+    task.launcher = launcher  # the instance attribute shadows the method
+    return records
 
 
 def reference_role(req: dict[str, Any], emit: Emit) -> tuple[dict[str, Any], list[np.ndarray | None]]:
@@ -47,7 +93,7 @@ def reference_role(req: dict[str, Any], emit: Emit) -> tuple[dict[str, Any], lis
     try:
         task = load_task(task_path, search_path(req))
         emit({"kind": "settings", "settings": settings_of(task)}, [])
-        for seed in range(int(req.get("seeds", 3))):
+        for seed in seed_list(req):
             inputs, expected, t_ref = draw(task, seed)
             ins = [_to_np(x) for x in inputs]
             params = [_to_np(p) for p in task.model_parameters()]
@@ -80,6 +126,7 @@ def kernel_role(req: dict[str, Any], next_frame: Frames,
         module = load_module(kernel_path, "nki_agent_kernel", search_path(req))
         header, _ = next_frame()
         settings = _task_settings(header.get("settings") or {})
+        records = launch_records(settings)
         kernel = find_kernel(module, req.get("kernel_name") or settings.kernel_name)
         seed_args: dict[int, list[Any]] = {}
 
@@ -99,7 +146,9 @@ def kernel_role(req: dict[str, Any], next_frame: Frames,
             meta = {"outputs": len(outs), "arguments": len(after), "mutated": mutated,
                     "kinds": [type(g).__name__ for g in got[:MAX_OUTPUTS]]}
             runs[str(seed)] = meta
-            emit({"kind": "run", "seed": seed, **meta}, outs + after)
+            stores = records[-1].stores[:MAX_STORES] if records else []
+            records.clear()
+            emit({"kind": "run", "seed": seed, **meta, "stores": stores}, outs + after)
             return SeedResult(seed=seed, correct=True)
 
         with _tensor_outputs_only(kernel_path):

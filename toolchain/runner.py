@@ -1,10 +1,26 @@
-"""The ``Runner`` seam: where the tools' jailed verify / simulate / describe jobs run.
+"""The ``Runner`` seam: where the tools' jailed compile / simulate / verify / profile / describe jobs run.
 
-``api.verify`` / ``api.simulate`` / ``api.describe_task`` (what the CLI, the language server, the
-fix agent and the benchmarks call) hand every isolated job to ``current()``. The default, and today
-the only implementation, is ``LocalRunner``: jailed workers on this machine (``sandbox.py``,
-verdicts judged here by ``judge.py``). A remote runner (an HTTP service on a Trainium host)
-implements the same protocol and is installed with ``use``; callers do not change.
+``api.compile`` / ``api.simulate`` / ``api.verify`` / ``api.profile`` / ``api.describe_task`` (what the
+CLI, the language server, the fix agent and the benchmarks call) hand every isolated job to
+``current()``. The default is ``LocalRunner``: jailed workers on this machine (``sandbox.py``,
+verdicts judged here by ``judge.py``). A remote runner (``runner/client.py``: an HTTP service on a
+Trainium host) implements the same protocol and is installed with ``use``; callers do not change.
+
+Every method answers with a model of ``protocol.py`` and never raises for a failure of user code (it
+is the result's ``problems``). Arguments after ``kernel`` / ``task`` are keyword-only and their
+names are stable:
+
+- ``seeds``: visible seeds ``0..seeds-1``; ``hidden_seeds``: that many more secret seeds drawn by
+  the runner, reported without their values (``SeedFigures.hidden``);
+- ``target`` (trn1 / trn2 / trn3, None: the task's or the kernel's), ``kernel_name`` (None: the task's
+  ``KERNEL`` or the only kernel), ``seed`` (simulate: the seed of the inputs);
+- ``timeout`` (seconds of wall time per job), ``cancel`` (set: the job is killed, ``sim_cancelled``);
+- ``search_path`` (folders the kernel and task may import from after their own; read, never
+  written), ``protect`` (more files the kernel's process may not read besides the task);
+- ``warmup`` / ``iterations`` (profile: timed runs on a device; the local runner measures nothing).
+
+The workers write plain JSON; ``LocalRunner`` validates it into the models (``results.parse``): a
+reply that does not validate is a ``sim_worker_crash`` problem, never an exception.
 """
 
 from __future__ import annotations
@@ -15,32 +31,43 @@ from typing import Any, Protocol
 
 from . import sandbox
 from .errors import Problem
+from .protocol import CompileResult, ProblemInfo, ProfileResult, SimulateResult, TaskDescription, VerifyResult
 
 
 class Runner(Protocol):
-    """Runs untrusted kernel and task code somewhere safe and answers with the toolchain's result dicts."""
+    """Runs untrusted kernel and task code somewhere safe and answers with the protocol's result models."""
 
     name: str
 
-    def verify(self, kernel: str, task: str, seeds: int, target: str | None, kernel_name: str | None,
+    def verify(self, kernel: str, task: str, *, seeds: int, target: str | None, kernel_name: str | None,
                timeout: float, cancel: threading.Event | None, search_path: Sequence[str],
-               protect: Sequence[str]) -> dict[str, Any]: ...
+               protect: Sequence[str], hidden_seeds: int) -> VerifyResult: ...
 
-    def simulate(self, kernel: str, task: str, target: str | None, kernel_name: str | None, seed: int,
-                 timeout: float, cancel: threading.Event | None, search_path: Sequence[str]) -> dict[str, Any]: ...
+    def simulate(self, kernel: str, task: str, *, target: str | None, kernel_name: str | None, seed: int,
+                 timeout: float, cancel: threading.Event | None, search_path: Sequence[str]) -> SimulateResult: ...
 
-    def describe(self, task: str, timeout: float, search_path: Sequence[str]) -> dict[str, Any]: ...
+    def compile(self, kernel: str, task: str, *, target: str | None, kernel_name: str | None, timeout: float,
+                cancel: threading.Event | None, search_path: Sequence[str]) -> CompileResult: ...
+
+    def profile(self, kernel: str, task: str, *, seeds: int, target: str | None, kernel_name: str | None,
+                timeout: float, cancel: threading.Event | None, search_path: Sequence[str],
+                protect: Sequence[str], hidden_seeds: int, warmup: int, iterations: int) -> ProfileResult: ...
+
+    def describe(self, task: str, *, timeout: float, search_path: Sequence[str]) -> TaskDescription: ...
 
 
-def _merge(reply: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
-    if "result" in reply:
-        return dict(reply["result"], sandbox=reply.get("sandbox", ""))
-    out = dict(base, sandbox=reply.get("sandbox", ""))
+def _body(reply: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
+    """The worker's result (or its problem) over ``base``, with how it ran (``sandbox``, ``stderr``)."""
+    run = {"sandbox": str(reply.get("sandbox", "")), "stderr": str(reply.get("stderr", ""))}
+    result = reply.get("result")
+    if isinstance(result, dict):
+        return dict(result, **run)
+    out = dict(base, **run)
     if "problem" in reply:
         out["problems"] = [reply["problem"]]
     else:
-        p = Problem(reply.get("code", "sim_worker_crash"), reply.get("error", "simulation failed"))
-        out["problems"] = [p.as_dict()]
+        p = Problem(str(reply.get("code", "sim_worker_crash")), str(reply.get("error", "simulation failed")))
+        out["problems"] = [ProblemInfo.of(p).model_dump()]
     return out
 
 
@@ -55,24 +82,54 @@ class LocalRunner:
 
     name = "local"
 
-    def verify(self, kernel: str, task: str, seeds: int, target: str | None, kernel_name: str | None,
-               timeout: float, cancel: threading.Event | None, search_path: Sequence[str],
-               protect: Sequence[str]) -> dict[str, Any]:
+    def verify(self, kernel: str, task: str, *, seeds: int = 3, target: str | None = None,
+               kernel_name: str | None = None, timeout: float = sandbox.DEFAULT_TIMEOUT,
+               cancel: threading.Event | None = None, search_path: Sequence[str] = (),
+               protect: Sequence[str] = (), hidden_seeds: int = 0) -> VerifyResult:
         from .judge import verify as judged
 
-        return judged(kernel, task, seeds, target, kernel_name, timeout, cancel, search_path, protect)
+        return judged(kernel, task, seeds, target, kernel_name, timeout, cancel, search_path, protect,
+                      hidden_seeds=hidden_seeds)
 
-    def simulate(self, kernel: str, task: str, target: str | None, kernel_name: str | None, seed: int,
-                 timeout: float, cancel: threading.Event | None, search_path: Sequence[str]) -> dict[str, Any]:
-        base = {"kernel": kernel, "task": task, "ran": False, "outputs": [], "problems": []}
+    def simulate(self, kernel: str, task: str, *, target: str | None = None, kernel_name: str | None = None,
+                 seed: int = 0, timeout: float = sandbox.DEFAULT_TIMEOUT, cancel: threading.Event | None = None,
+                 search_path: Sequence[str] = ()) -> SimulateResult:
+        from .results import parse
+
+        base = {"kernel": kernel, "task": task}
         req = {"op": "simulate", "kernel": kernel, "task": task, "target": target, "kernel_name": kernel_name,
                "seed": seed}
-        return _merge(sandbox.run(_with_search_path(req, search_path), timeout=timeout, cancel=cancel), base)
+        reply = sandbox.run(_with_search_path(req, search_path), timeout=timeout, cancel=cancel)
+        return parse(SimulateResult, _body(reply, base), dict(base, sandbox=str(reply.get("sandbox", ""))), kernel)
 
-    def describe(self, task: str, timeout: float, search_path: Sequence[str]) -> dict[str, Any]:
-        base: dict[str, Any] = {"task": task, "inputs": [], "problems": []}
-        req = _with_search_path({"op": "describe", "task": task}, search_path)
-        return _merge(sandbox.run(req, timeout=timeout), base)
+    def compile(self, kernel: str, task: str, *, target: str | None = None, kernel_name: str | None = None,
+                timeout: float = sandbox.DEFAULT_TIMEOUT, cancel: threading.Event | None = None,
+                search_path: Sequence[str] = ()) -> CompileResult:
+        """A launch on seed 0's inputs through the judged path (the kernel's process never has the task)."""
+        from .results import compile_result
+
+        res = self.verify(kernel, task, seeds=1, target=target, kernel_name=kernel_name, timeout=timeout,
+                          cancel=cancel, search_path=search_path)
+        return compile_result(res, kernel_name)
+
+    def profile(self, kernel: str, task: str, *, seeds: int = 3, target: str | None = None,
+                kernel_name: str | None = None, timeout: float = sandbox.DEFAULT_TIMEOUT,
+                cancel: threading.Event | None = None, search_path: Sequence[str] = (),
+                protect: Sequence[str] = (), hidden_seeds: int = 0, warmup: int = 5,
+                iterations: int = 50) -> ProfileResult:
+        """The verification's figures; latency "not measured" here (no device, no cost model yet)."""
+        from .results import profile_result
+
+        return profile_result(self.verify(kernel, task, seeds=seeds, target=target, kernel_name=kernel_name,
+                                          timeout=timeout, cancel=cancel, search_path=search_path,
+                                          protect=protect, hidden_seeds=hidden_seeds))
+
+    def describe(self, task: str, *, timeout: float = 30.0, search_path: Sequence[str] = ()) -> TaskDescription:
+        from .results import parse
+
+        base = {"task": task}
+        reply = sandbox.run(_with_search_path({"op": "describe", "task": task}, search_path), timeout=timeout)
+        return parse(TaskDescription, _body(reply, base), dict(base, sandbox=str(reply.get("sandbox", ""))), task)
 
 
 _current: Runner = LocalRunner()

@@ -25,7 +25,7 @@ from ..targets import Target
 from . import runtime
 from .buffers import Buffer
 from .tensor import (HOST_ACCESS, Tensor, TensorAttributeError, called_function, host_access_error, host_copy,
-                     storage_of, wrap_array)
+                     storage_of, view_of, wrap_array)
 
 
 @dataclass
@@ -52,6 +52,8 @@ class LaunchRecord:
     instructions: int = 0
     warnings: list[Any] = field(default_factory=list)
     mutated_inputs: list[str] = field(default_factory=list)
+    # [output index, line (0: unknown), [[lo, hi), ...]] per store into a returned output (``stores.py``)
+    stores: list[list[Any]] = field(default_factory=list)
 
 
 # NumPy's message for a ufunc called on an operand with ``__array_ufunc__ = None``
@@ -183,6 +185,7 @@ def launch(kernel: Kernel, grid: tuple[int, ...], args: tuple[Any, ...], kwargs:
         _check_outputs_written(result, kernel.generation)
         sim.warnings.extend(sim.memory.check())
         peaks = sim.memory.peaks()
+        record.stores = sim.stores.for_outputs(_output_storages(result))
         outputs = _to_numpy(result)
         if any(type(a).__module__.startswith("torch") for a in list(args) + list(kwargs.values())):
             outputs = _to_torch(outputs)  # a torch caller gets torch tensors back, as from a real device
@@ -197,6 +200,12 @@ def launch(kernel: Kernel, grid: tuple[int, ...], args: tuple[Any, ...], kwargs:
     if defaults.observer is not None:
         defaults.observer(record)
     return outputs
+
+
+def _output_storages(result: Any) -> list[Any]:
+    """The storage of each returned output, in the order verification numbers them (None: not a whole tensor)."""
+    outs = list(result) if isinstance(result, (tuple, list)) else [result]
+    return [storage_of(x) if isinstance(x, Tensor) and view_of(x).is_full else None for x in outs]
 
 
 def _python_error(e: Exception) -> NkiError:

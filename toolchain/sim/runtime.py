@@ -3,7 +3,8 @@
 A ``Simulation`` is active (``current()``) only while a kernel body runs. Everything the checks need
 across calls lives here: live on-chip bytes, the active ``affine_range`` frames that detect
 conflicting writes between iterations, the shared-HBM registry that makes SPMD instances share their
-outputs, a cooperative deadline, and the per-line trace of observed tile shapes.
+outputs, a cooperative deadline, the per-line trace of observed tile shapes, and the store log of
+HBM writes (``stores.py``: which line wrote the first mismatching output element).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from ..errors import NkiError, Related, SourceLocation
 from ..location import caller_location
 from ..targets import Target, get_target
 from . import memory_model
+from .stores import StoreLog
 
 if TYPE_CHECKING:
     from .tensor import Storage
@@ -72,6 +74,7 @@ class Simulation:
     instructions: int = 0
     psum_open: "weakref.WeakKeyDictionary[Any, np.ndarray]" = field(default_factory=weakref.WeakKeyDictionary)  # PSUM elements inside an open matmul accumulation group
     trace_limit: int = 20000  # bound the trace so huge unrolled kernels cannot exhaust memory
+    stores: StoreLog = field(default_factory=StoreLog)  # which line last wrote which box of each HBM tensor
 
     # -- time ---------------------------------------------------------------------------------
     def tick(self) -> None:

@@ -2,7 +2,8 @@
 
 A ``View`` is a chain of basic index steps over one ``Storage`` (a NumPy view) plus, for the classic
 API's ``nl.arange`` indexing, one set of advanced coordinates. All writes go through ``View.write``,
-which enforces immutability of kernel inputs, affine-loop write conflicts, bounds and masks. Views
+which enforces immutability of kernel inputs, affine-loop write conflicts, bounds and masks, and
+notes HBM writes in the launch's store log (``stores.py``). Views
 belong to the simulator: kernel code gets ``tensor.Tensor`` handles, whose view only ``sim``
 modules can reach (``tensor.view_of``).
 """
@@ -329,6 +330,7 @@ class View(ViewsMixin):
                 target[...] = upd
             else:
                 target[mvals] = np.broadcast_to(upd, shape)[mvals]
+            written: tuple[np.ndarray, ...] | None = None
         else:
             coords = self._checked_coords(mvals)
             if mvals is not None:
@@ -340,6 +342,9 @@ class View(ViewsMixin):
             else:
                 upd = dtypes.cast(vals, self.arr.dtype)
             self.arr[coords] = upd
+            written = coords
+        if sim is not None and st.buffer.is_hbm:  # which line wrote which box (first-mismatch lines)
+            sim.stores.note(self, written, mvals if written is None else None, sim.kernel_file)
         st.written = True
         st.unpoisoned = False
         st.predicate = None  # written again: no longer just the result of one masked instruction

@@ -1,0 +1,81 @@
+"""verify / simulate / describe in this process (``api``'s ``isolate=False``: tests and benchmarks only).
+
+The same models as the jailed path (``protocol.py``), labelled ``sandbox="in-process"``. Kernel and
+task code run here, so only trusted callers use it. Verification mirrors ``judge.py``: seeds
+``0..seeds-1`` plus ``hidden_seeds`` secret ones (labelled by position, reported without their
+values), and the line of each seed's first mismatch from the launch's store log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from .errors import NkiError, Problem
+from .protocol import SimulateResult, TaskDescription, VerifyResult
+
+IN_PROCESS = "in-process"
+
+
+def verify(kernel_path: str, task_path: str, seeds: int, target: str | None, kernel_name: str | None,
+           time_limit: float | None, search_path: Sequence[str], hidden_seeds: int = 0) -> VerifyResult:
+    from . import verify as v
+    from .results import draw_hidden, verify_result
+    from .roles import launch_records
+    from .sim.stores import line_of
+    from .tasks import find_kernel, load_module, load_task
+
+    seed_list = list(range(seeds)) + draw_hidden(hidden_seeds, seeds)
+    result = v.VerifyResult(kernel=kernel_path, task=task_path, target=target or "")
+    lines: dict[int, int] = {}
+    try:
+        task = load_task(task_path, search_path)
+        module = load_module(kernel_path, "nki_agent_kernel", search_path)
+        kern = find_kernel(module, kernel_name or task.kernel_name)
+    except NkiError as e:
+        result.problems.append(Problem.from_error(e))
+        return verify_result(result.as_dict(), seeds, sandbox=IN_PROCESS)
+    records = launch_records(task)
+
+    def cases() -> Iterator[v.Case]:
+        for label, seed in enumerate(seed_list):
+            inputs, expected, t_ref = v.draw(task, seed)
+            args = [v._to_np(x) for x in inputs] + v._extra_args(kern, task, len(inputs))
+            yield v.Case(label, args, t_ref, expected)
+
+    def judge(label: int, got: list[Any], expected: Any, mutated: list[str]) -> v.SeedResult:
+        r = v._compare_all(task, got, expected, label)
+        fm, stores = r.first_mismatch, (records[-1].stores if records else [])
+        records.clear()
+        if fm is not None and getattr(v._to_np(got[fm.output]), "shape", None) == expected[fm.output].shape:
+            line = line_of(stores, fm.output, fm.index)
+            if line is not None:
+                lines[label] = line
+        return r
+
+    try:
+        result = v.run_cases(kern, task, kernel_path, cases(), judge, target, time_limit)
+    except NkiError as e:
+        result.problems.append(Problem.from_error(e))
+    except Exception as e:  # noqa: BLE001 - errors in the task's own code (inputs, reference) are task errors
+        result.problems.append(v.task_problem(e, task_path))
+    return verify_result(result.as_dict(), seeds, lines, sandbox=IN_PROCESS)
+
+
+def simulate(kernel_path: str, task_path: str, target: str | None, kernel_name: str | None, seed: int,
+             time_limit: float | None, search_path: Sequence[str]) -> SimulateResult:
+    from .results import parse
+    from .simulate import simulate_files
+
+    data = dict(simulate_files(kernel_path, task_path, target, kernel_name, seed, time_limit=time_limit,
+                               search_path=search_path), sandbox=IN_PROCESS)
+    return parse(SimulateResult, data, {"kernel": kernel_path, "task": task_path, "sandbox": IN_PROCESS},
+                 kernel_path, "simulation")
+
+
+def describe(task_path: str, search_path: Sequence[str]) -> TaskDescription:
+    from .results import parse
+    from .tasks import describe_task
+
+    data = dict(describe_task(task_path, search_path), sandbox=IN_PROCESS)
+    return parse(TaskDescription, data, {"task": task_path, "sandbox": IN_PROCESS}, task_path, "task description")

@@ -34,7 +34,7 @@ _FILE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}\.py$")
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=False)
+    model_config = ConfigDict(extra="ignore", frozen=False, ser_json_inf_nan="strings")  # inf error: "Infinity"
 
 
 # ---------------------------------------------------------------- problems and locations

@@ -15,9 +15,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from ..toolchain import api
+from ..toolchain.protocol import VerifyResult
 from . import prompts
 from .budget import Budget
 from .protocol import (
@@ -87,7 +88,7 @@ class AgentResult:
     seconds: float
     routes: list[str]
     trajectory: str | None
-    verify: dict[str, Any] | None = None
+    verify: VerifyResult | None = None  # the last verification of the run
     sandbox: str = ""  # how the verification behind the verdict ran: bwrap, unsandboxed or in-process
 
     @property
@@ -135,7 +136,8 @@ def run_agent(snapshot: Snapshot, path: str, task_path: str, router: Router | Mo
         final = tools.verified_code if tools.verified_code is not None else tools.code
         edit = minimal_edit(snapshot.text, final) if verdict == "verified" else None
         diff = unified_diff(snapshot.text, final, path.rsplit("/", 1)[-1]) if final != snapshot.text else ""
-        sandbox = str((tools.last_verify or {}).get("sandbox", "")) if verdict in ("verified", "already_correct") else ""
+        last = tools.last_verify
+        sandbox = last.sandbox if last is not None and verdict in ("verified", "already_correct") else ""
         res = AgentResult(verdict, reason, snapshot, final, edit, diff, budget.turns, budget.usage, budget.dollars,
                           budget.elapsed, list(route.reasons), traj.path, tools.last_verify, sandbox)
         traj.write("verdict", verdict=verdict, reason=reason, diff=diff, final=final, turns=budget.turns,
@@ -154,7 +156,7 @@ def run_agent(snapshot: Snapshot, path: str, task_path: str, router: Router | Mo
         _bound(tools, budget, cfg.tool_timeout)
         first = tools.verify(snapshot.text)
         traj.write("tool", name="verify", arguments={}, content=first.content, initial=True, verified=first.verified,
-                   sandbox=str(first.raw.get("sandbox", "")))
+                   sandbox=first.sandbox)
         if first.verified:
             return finish("already_correct", "the kernel already verifies")
         if cancel.is_set():
@@ -270,7 +272,7 @@ def _run_calls(calls: list[ToolCall], tools: ToolBox, traj: Trajectory, budget: 
         results.append(ToolResult(call.id, outcome.content, outcome.is_error))
         traj.write("tool", name=call.name, id=call.id, arguments=call.arguments, content=outcome.content,
                    is_error=outcome.is_error, verified=outcome.verified, seconds=round(time.monotonic() - t0, 3),
-                   codes=[d.code for d in outcome.diagnostics], sandbox=str(outcome.raw.get("sandbox", "")))
+                   codes=[d.code for d in outcome.diagnostics], sandbox=outcome.sandbox)
         emit("result", outcome.content.split("\n", 1)[0], call.name)
         verifies += outcome.ran == "verify"
         verified = verified or outcome.verified

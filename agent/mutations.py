@@ -29,9 +29,10 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from ..toolchain import api
+from ..toolchain.protocol import VerifyResult
 from . import mutation_sites as sites
 from .mutation_sites import Site, Source
 
@@ -169,20 +170,19 @@ def _parses(text: str) -> bool:
 
 
 # -- keeping only the really broken ------------------------------------------------------------------------
-Verify = Callable[[str, str], dict[str, Any]]
+Verify = Callable[[str, str], VerifyResult]
 
 
-def _default_verify(kernel: str, task: str) -> dict[str, Any]:
+def _default_verify(kernel: str, task: str) -> VerifyResult:
     return api.verify(kernel, task, seeds=VERIFY_SEEDS)
 
 
-def observed_class(result: dict[str, Any]) -> str | None:
+def observed_class(result: VerifyResult) -> str | None:
     """The first error's code (else the first problem's, else ``sim_wrong_result``); None if correct."""
-    if result.get("correct"):
+    if result.correct:
         return None
-    problems = result.get("problems") or []
-    errors = [p for p in problems if p.get("severity", "error") == "error"] or problems
-    return str(errors[0].get("code")) if errors else WRONG_RESULT
+    errors = [p for p in result.problems if p.severity == "error"] or result.problems
+    return errors[0].code if errors else WRONG_RESULT
 
 
 def observe(mutant: Mutant, verify: Verify | None = None) -> str | None:

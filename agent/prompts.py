@@ -11,8 +11,8 @@ from __future__ import annotations
 from functools import cache
 from importlib import resources
 from string import Template
-from typing import Any
 
+from ..toolchain.protocol import TaskDescription
 from ..toolchain.targets import get_target
 
 DEFAULT_TOLERANCE = (1e-4, 1e-4)  # verify's fp32 default when the task sets none
@@ -24,29 +24,28 @@ def template(name: str) -> Template:
     return Template(text)
 
 
-def describe_inputs(task: dict[str, Any]) -> str:
+def describe_inputs(task: TaskDescription) -> str:
     rows = []
-    for k, x in enumerate(task.get("inputs", [])):
-        if x.get("shape") is None:
-            rows.append(f"- input {k}: a Python {x.get('dtype')} ({x.get('value', '')})")
+    for k, x in enumerate(task.inputs):
+        if x.shape is None:
+            rows.append(f"- input {k}: a Python {x.dtype} ({x.value or ''})")
         else:
-            shape = x["shape"]
-            rows.append(f"- input {k}: shape {tuple(shape)} (rank {len(shape)}), dtype {x['dtype']}")
+            rows.append(f"- input {k}: shape {tuple(x.shape)} (rank {len(x.shape)}), dtype {x.dtype}")
     return "\n".join(rows) or "- (the task's inputs could not be determined)"
 
 
-def system_prompt(task: dict[str, Any], generation: str, target: str | None, seeds: int, max_turns: int) -> str:
-    t = get_target(target or task.get("target") or ("trn1" if generation == "classic" else "trn3"))
-    tol = task.get("tolerance") or {}
+def system_prompt(task: TaskDescription, generation: str, target: str | None, seeds: int, max_turns: int) -> str:
+    t = get_target(target or task.target or ("trn1" if generation == "classic" else "trn3"))
+    tol = task.tolerance
     launch = []
-    if task.get("grid"):
-        launch.append(f"Classic launch: SPMD grid {tuple(task['grid'])} (`kernel[grid](...)`).")
-    if task.get("lnc"):
-        launch.append(f"New-API launch: `kernel[{task['lnc']}](...)` (logical NeuronCore degree {task['lnc']}).")
-    if task.get("kernel_name"):
-        launch.append(f"The kernel function is `{task['kernel_name']}`.")
+    if task.grid:
+        launch.append(f"Classic launch: SPMD grid {tuple(task.grid)} (`kernel[grid](...)`).")
+    if task.lnc:
+        launch.append(f"New-API launch: `kernel[{task.lnc}](...)` (logical NeuronCore degree {task.lnc}).")
+    if task.kernel_name:
+        launch.append(f"The kernel function is `{task.kernel_name}`.")
     return template("system").substitute(
-        target=t.name, inputs=describe_inputs(task), reference=task.get("reference", "reference"), seeds=seeds,
+        target=t.name, inputs=describe_inputs(task), reference=task.reference or "reference", seeds=seeds,
         atol=tol.get("atol", "per-dtype default"), rtol=tol.get("rtol", "per-dtype default"),
         launch="\n".join(launch), generation="classic (neuronxcc.nki)" if generation == "classic" else "new (nki)",
         api_notes=template("api_classic" if generation == "classic" else "api_new").template.strip(),

@@ -25,11 +25,14 @@ from typing import Any, Protocol
 
 from ..diagnostics import catalog
 from ..diagnostics.api_reference import API
-from ..diagnostics.compiler import EMBEDDED, CompileResult, compile_kernel, detect
+from ..diagnostics.compiler import EMBEDDED, compile_kernel, detect
+from ..diagnostics.compiler import CompileResult as SdkCompileResult
 from ..diagnostics.model import Diagnostic, from_problem
 from ..diagnostics.static import Settings as CheckSettings
 from ..diagnostics.static import check_text
 from ..toolchain import api
+from ..toolchain.protocol import CompileResult, VerifyResult
+from ..toolchain.results import compile_result
 from ..toolchain.targets import get_target
 from . import integrity
 from .protocol import ToolCall, ToolSpec
@@ -79,7 +82,12 @@ class ToolOutcome:
     ran: str = ""  # compile | verify | profile | lookup
     diagnostics: list[Diagnostic] = field(default_factory=list)
     code_changed: bool = False
-    raw: dict[str, Any] = field(default_factory=dict)
+    result: VerifyResult | CompileResult | None = None  # the toolchain's typed result, when one ran
+
+    @property
+    def sandbox(self) -> str:
+        """How the toolchain ran the candidate (bwrap, unsandboxed, in-process; "" if nothing ran jailed)."""
+        return self.result.sandbox if self.result is not None else ""
 
 
 class ToolBox:
@@ -103,7 +111,7 @@ class ToolBox:
         self._real_sdk: bool | None = None
         self.diagnostics: list[Diagnostic] = []
         self.verified_code: str | None = None
-        self.last_verify: dict[str, Any] | None = None
+        self.last_verify: VerifyResult | None = None
         self.self_task = self_task
         self._dir = tempfile.mkdtemp(prefix="nki-agent-run-")
         self._kernel = os.path.join(self._dir, os.path.basename(path) or "kernel.py")
@@ -208,21 +216,25 @@ class ToolBox:
             self._real_sdk = bool(sdk and (sdk.neuronxcc or sdk.nki))
         if self.isolate and not self._real_sdk:
             # embedded toolchain: trace on the task's inputs in the jail (one seed, no verdict)
-            raw = api.verify(self._write(text), self.task_path, seeds=1, target=self.target, timeout=self.timeout,
-                             cancel=self.cancel, search_path=self.search_path, protect=self.protect)
-            found = [self._relocate(from_problem(p, "nki-sim", self.path)) for p in api.problems_of(raw)]
+            # (a judged one-seed run rather than api.compile: ``protect`` keeps the user's original unreadable)
+            traced = api.verify(self._write(text), self.task_path, seeds=1, target=self.target,
+                                timeout=self.timeout, cancel=self.cancel, search_path=self.search_path,
+                                protect=self.protect)
+            found = [self._relocate(from_problem(p, "nki-sim", self.path)) for p in traced.problem_list()]
             found += [d for d in diags if d.severity == "warning"]
             self.diagnostics = found
-            ok = bool(raw.get("compiled")) and not any(d.severity == "error" for d in found)
+            ok = traced.compiled and not any(d.severity == "error" for d in found)
             head = f"{'OK' if ok else 'FAILED'} (toolchain: embedded NKI simulator, traced on the task's inputs)"
-            return ToolOutcome(render("compile", head, found, text, self.path), ran="compile", diagnostics=found, raw=raw)
+            return ToolOutcome(render("compile", head, found, text, self.path), ran="compile", diagnostics=found,
+                               result=compile_result(traced))
         res = self._compile_unconfined(self._write(text))
         found = [self._relocate(d) for d in res.diagnostics] + [d for d in diags if d.severity == "warning"]
         self.diagnostics = found
         status = "OK" if res.ok else "FAILED"
         head = f"{status} (toolchain: {res.backend}, {res.detail})"
         return ToolOutcome(render("compile", head, found, text, self.path), ran="compile", diagnostics=found,
-                           raw=res.as_dict())
+                           result=CompileResult(kernel=self.path, task=self.task_path, backend=res.backend,
+                                                compiled=res.ok, stage="compiled" if res.ok else "none"))
 
     def verify(self, text: str) -> ToolOutcome:
         diags = self.static(text)
@@ -231,35 +243,38 @@ class ToolBox:
             return ToolOutcome(render("verify", "NOT RUN: the kernel does not compile", diags, text, self.path),
                                ran="verify", diagnostics=diags)
         # reference and kernel in separate jailed workers, outputs compared in this process (toolchain/judge.py)
-        raw = api.verify(self._write(text), self.task_path, seeds=self.seeds, target=self.target,
+        res = api.verify(self._write(text), self.task_path, seeds=self.seeds, target=self.target,
                          timeout=self.timeout, cancel=self.cancel, isolate=self.isolate,
                          search_path=self.search_path, protect=self.protect)
-        self.last_verify = raw
-        problems = [self._relocate(from_problem(p, "nki-verify", self.path)) for p in api.problems_of(raw)]
+        self.last_verify = res
+        problems = [self._relocate(from_problem(p, "nki-verify", self.path)) for p in res.problem_list()]
         if _digest(self.task_path) != self.task_digest:
             raise TamperError("the task file changed during verification")
         risky = [d for d in problems if d.code in HARDWARE_RISK]
-        correct = bool(raw.get("correct")) and not risky
+        correct = res.correct and not risky
         self.diagnostics = [d for d in problems if d.severity == "error"] + risky
-        if raw.get("correct") and risky:
+        if res.correct and risky:
             head = ("outputs match on the simulator, but NOT ACCEPTED: the simulator runs loop iterations in order, "
                     "hardware does not")
         elif correct:
             self.verified_code = text
-            head = f"CORRECT on {len(raw.get('seeds', []))} seeds (max abs error {raw.get('max_abs_error', 0):.3g})"
-        elif raw.get("compiled"):
-            head = "WRONG RESULT\n" + "\n".join(f"- seed {s['seed']}: {s['message']}" for s in raw.get("seeds", [])
-                                                 if not s.get("correct"))
+            head = f"CORRECT on {len(res.seeds)} seeds (max abs error {res.max_abs_error:.3g})"
+        elif res.compiled:
+            failed = [s for s in res.seeds if not s.correct]
+            head = "WRONG RESULT\n" + "\n".join(f"- seed {'(hidden)' if s.seed is None else s.seed}: {s.message}"
+                                                 for s in failed)
             if not self.diagnostics:
-                self.diagnostics = [Diagnostic("sim_wrong_result", "error", head.splitlines()[1][2:], self.path, 1, 1, 1,
-                                               2, "nki-verify", catalog.doc_url("sim_wrong_result"))]
+                fm = next((s.first_mismatch for s in failed if s.first_mismatch is not None), None)
+                line = fm.line if fm is not None and fm.line else 1
+                self.diagnostics = [Diagnostic("sim_wrong_result", "error", head.splitlines()[1][2:], self.path, line,
+                                               1, line, 2, "nki-verify", catalog.doc_url("sim_wrong_result"))]
         else:
             head = "FAILED before producing outputs"
         shown = problems if not correct else [d for d in problems if d.severity == "warning"]
         return ToolOutcome(render("verify", head, shown, text, self.path), ran="verify", verified=correct,
-                           diagnostics=self.diagnostics, raw=raw)
+                           diagnostics=self.diagnostics, result=res)
 
-    def _compile_unconfined(self, kernel: str) -> CompileResult:
+    def _compile_unconfined(self, kernel: str) -> SdkCompileResult:
         """The real SDK or the embedded simulator (sandboxed, cancellable); both import the user's sibling
         modules from ``search_path`` and write nothing there."""
         return compile_kernel(kernel, self.task_path, target=self.target, mode="simulate", timeout=self.timeout,

@@ -48,8 +48,8 @@ def _jailed(kernel: str, task: str) -> None:
     from nki_agent.toolchain import api
 
     res = api.verify(kernel, task, seeds=3)
-    if not res["correct"]:
-        raise RuntimeError(f"{kernel} did not verify: {res['problems']}")
+    if not res.correct:
+        raise RuntimeError(f"{kernel} did not verify: {res.problems}")
 
 
 def _unjailed(kernel: str, task: str) -> None:
@@ -64,8 +64,8 @@ def _unjailed(kernel: str, task: str) -> None:
             os.environ.pop("NKI_AGENT_BWRAP", None)
         else:
             os.environ["NKI_AGENT_BWRAP"] = old
-    if not res["correct"] or res["sandbox"] != "unsandboxed":
-        raise RuntimeError(f"{kernel}: fallback run failed: {res['problems']}")
+    if not res.correct or res.sandbox != "unsandboxed":
+        raise RuntimeError(f"{kernel}: fallback run failed: {res.problems}")
 
 
 def startup(n: int = 20) -> dict[str, float]:

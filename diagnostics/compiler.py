@@ -194,7 +194,7 @@ def _embedded(kernel: str, task: str | None, kernel_name: str | None, target: st
         from ..toolchain import api
 
         res = api.simulate(kernel, task, target, kernel_name, timeout=timeout, cancel=cancel, search_path=search_path)
-        diags = [from_problem(p, "nki-sim", kernel) for p in api.problems_of(res)]
+        diags = [from_problem(p, "nki-sim", kernel) for p in res.problem_list()]
         detail = "embedded NKI simulator"
     else:
         diags = [from_problem(p, "nki-check", kernel) for p in check_file(kernel).problems]

@@ -125,8 +125,8 @@ def _codes(text: str, task_path: str | None, kernel_name: str | None, target: st
         res = api.verify(tmp, task_path or tmp, seeds=seeds, target=target, kernel_name=kernel_name, isolate=isolate)
     finally:
         os.unlink(tmp)
-    codes = Counter(p.code for p in api.problems_of(res) if p.severity in ("error", "warning"))
-    if res.get("compiled") and not res.get("correct") and not codes:
+    codes = Counter(p.code for p in res.problems if p.severity in ("error", "warning"))
+    if res.compiled and not res.correct and not codes:
         codes["sim_wrong_result"] += 1  # a fix that runs but computes the wrong thing is no fix
     return codes
 

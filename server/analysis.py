@@ -20,7 +20,6 @@ import shutil
 import tempfile
 import threading
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from ..diagnostics.fixes import verified_fixes
 from ..diagnostics.model import Diagnostic, Fix, RelatedInfo, from_problem
@@ -28,6 +27,7 @@ from ..diagnostics.static import Settings as CheckSettings
 from ..diagnostics.static import check_text
 from ..toolchain import api
 from ..toolchain.errors import doc_url
+from ..toolchain.protocol import SimulateResult, TraceEntry, VerifyResult
 from .documents import MAX_DOC_BYTES, Snapshot
 from .settings import ServerSettings
 from .tasks import SELF, TaskRef
@@ -52,22 +52,22 @@ class StaticResult:
 
 @dataclass(frozen=True)
 class RunResult:
-    """A simulation or verification of one buffer revision."""
+    """A simulation or verification of one buffer revision: the toolchain's typed result and its diagnostics."""
 
     kind: str  # simulate | verify
     revision: int
     version: int
     diagnostics: tuple[Diagnostic, ...]
-    raw: dict[str, Any]
+    result: VerifyResult | SimulateResult
     task: str
 
     @property
-    def trace(self) -> list[dict[str, Any]]:
-        return list(self.raw.get("trace") or [])
+    def trace(self) -> list[TraceEntry]:
+        return list(self.result.trace)
 
     @property
     def correct(self) -> bool:
-        return bool(self.raw.get("correct"))
+        return isinstance(self.result, VerifyResult) and self.result.correct
 
 
 def check_settings(settings: ServerSettings, input_shapes: dict[str, dict[str, tuple[int, ...]]] | None = None) -> CheckSettings:
@@ -113,24 +113,37 @@ def run(kind: str, snap: Snapshot, task: TaskRef, settings: ServerSettings,
         # the copy runs from a temp folder: the document's own folder stays importable (sibling helper modules)
         folder = os.path.dirname(snap.path) if snap.path else ""
         search = [folder] if folder and os.path.isdir(folder) else []
+        res: VerifyResult | SimulateResult
         if kind == "verify":
-            raw = api.verify(kernel, task_path, seeds=3, target=target, timeout=SIM_TIMEOUT, cancel=cancel,
+            res = api.verify(kernel, task_path, seeds=3, target=target, timeout=SIM_TIMEOUT, cancel=cancel,
                              search_path=search)
         else:
-            raw = api.simulate(kernel, task_path, target=target, timeout=SIM_TIMEOUT, cancel=cancel,
+            res = api.simulate(kernel, task_path, target=target, timeout=SIM_TIMEOUT, cancel=cancel,
                                search_path=search)
         source = VERIFY_SOURCE if kind == "verify" else SIM_SOURCE
         diags = tuple(_relocate(from_problem(p, source, snap.path), kernel, snap, task.path)
-                      for p in api.problems_of(raw))
-        if kind == "verify" and raw.get("compiled") and not raw.get("correct") and not diags:
-            line = _kernel_line(snap.text)
-            diags = (Diagnostic(WRONG_RESULT, "error",
-                                f"kernel output differs from the reference: {raw.get('mismatches', '?')} mismatches, "
-                                f"max abs error {raw.get('max_abs_error')}", snap.path, line, 1, line, 2, source,
-                                doc_url(WRONG_RESULT)),)
-        return RunResult(kind, snap.revision, snap.version, diags, raw, task.path)
+                      for p in res.problem_list())
+        if isinstance(res, VerifyResult) and res.compiled and not res.correct and not diags:
+            diags = (wrong_result(res, snap, source),)
+        return RunResult(kind, snap.revision, snap.version, diags, res, task.path)
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def wrong_result(res: VerifyResult, snap: Snapshot, source: str) -> Diagnostic:
+    """The outputs differ: at the line of the last store into the first mismatching element when the
+    simulator knows it (``Mismatch.line``), else at the kernel's ``def``."""
+    fm = next((s.first_mismatch for s in res.seeds if s.first_mismatch is not None), None)
+    lines = snap.text.split("\n")
+    if fm is not None and fm.line and 0 < fm.line <= len(lines) and lines[fm.line - 1].strip():
+        line, text = fm.line, lines[fm.line - 1]  # the whole statement's first line
+        start, end = len(text) - len(text.lstrip()) + 1, len(text.rstrip()) + 1
+        where = f"; first at output {fm.output}{fm.index}: got {fm.got:.6g}, expected {fm.expected:.6g}"
+    else:
+        line, start, end, where = _kernel_line(snap.text), 1, 2, ""
+    return Diagnostic(WRONG_RESULT, "error", f"kernel output differs from the reference: {res.mismatches} mismatches, "
+                      f"max abs error {res.max_abs_error:.3g}{where}", snap.path, line, start, line, end, source,
+                      doc_url(WRONG_RESULT))
 
 
 def _kernel_line(text: str) -> int:

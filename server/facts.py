@@ -13,11 +13,13 @@ import ast
 import logging
 import re
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..diagnostics.static import KERNEL_DECORATORS
 from ..diagnostics.static import dotted_name as _dotted
+from ..toolchain.protocol import TraceEntry
 
 log = logging.getLogger(__name__)
 
@@ -228,15 +230,12 @@ def static_facts(text: str, target: str = "trn1", input_shapes: dict[str, dict[s
     return facts
 
 
-def trace_facts(trace: list[dict[str, Any]], lines: list[str]) -> list[TensorFact]:
+def trace_facts(trace: Sequence[TraceEntry], lines: list[str]) -> list[TensorFact]:
     """One fact per (line, name) observed by the simulator; names come from the assignment when unnamed."""
-    grouped: dict[tuple[int, str], list[dict[str, Any]]] = {}
+    grouped: dict[tuple[int, str], list[TraceEntry]] = {}
     for entry in trace or ():
-        try:
-            line = int(entry["line"])
-        except (KeyError, TypeError, ValueError):
-            continue
-        name = entry.get("name") or ""
+        line = entry.line
+        name = entry.name
         if not name and 0 < line <= len(lines):
             m = _ASSIGN.match(lines[line - 1])
             name = m.group(1) if m else ""
@@ -244,12 +243,11 @@ def trace_facts(trace: list[dict[str, Any]], lines: list[str]) -> list[TensorFac
             grouped.setdefault((line, name), []).append(entry)
     out = []
     for (line, name), entries in grouped.items():
-        shapes = tuple(dict.fromkeys(tuple(e.get("shape") or ()) for e in entries))
+        shapes = tuple(dict.fromkeys(tuple(e.shape) for e in entries))
         last = entries[-1]
         text = lines[line - 1] if 0 < line <= len(lines) else ""
         col = text.find(name) + 1
-        out.append(TensorFact(name, line, col, tuple(last.get("shape") or ()), last.get("dtype"), last.get("buffer"),
-                              "simulation", shapes))
+        out.append(TensorFact(name, line, col, tuple(last.shape), last.dtype, last.buffer, "simulation", shapes))
     return out
 
 

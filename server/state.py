@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types as T
 
+from ..toolchain.protocol import SimulateResult
 from . import analysis
 from .analysis import RunResult, StaticResult
 from .convert import file_uri, to_lsp_diagnostic
@@ -82,16 +83,15 @@ class ServerState:
     def input_shapes(self, snap: Snapshot, facts: Facts | None = None) -> dict[str, dict[str, tuple[int, ...]]]:
         """kernel -> param -> shape from the last simulation's inputs (when the toolchain reports them)."""
         st = self.docs.get(snap.uri)
-        run = st and (st.runs.get("simulate") or st.runs.get("verify"))
-        inputs = run.raw.get("inputs") if run else None
-        if not inputs or facts is None or not facts.kernels:
+        run = (st.runs.get("simulate") or st.runs.get("verify")) if st is not None else None
+        sim = run.result if run is not None and isinstance(run.result, SimulateResult) else None
+        if sim is None or not sim.inputs or facts is None or not facts.kernels:
             return {}
-        name = run.raw.get("kernel_name") if run else None
-        kernel = next((k for k in facts.kernels if k.name == name), facts.kernels[0])
+        kernel = next((k for k in facts.kernels if k.name == sim.kernel_name), facts.kernels[0])
         shapes = {}
-        for (param, _, _), spec in zip(kernel.params, inputs):
-            if isinstance(spec, dict) and isinstance(spec.get("shape"), list):
-                shapes[param] = tuple(int(x) for x in spec["shape"])
+        for (param, _, _), spec in zip(kernel.params, sim.inputs):
+            if spec.shape is not None:
+                shapes[param] = tuple(spec.shape)
         return {kernel.name: shapes}
 
     # -- static tier -----------------------------------------------------------------------------
@@ -144,7 +144,7 @@ class ServerState:
         self.doc(snap.uri).runs[kind] = result
         if self.store.is_current(snap):
             self.publish(snap.uri)
-            if kind == "simulate" and result.raw.get("inputs"):
+            if isinstance(result.result, SimulateResult) and result.result.inputs:
                 self.schedule_static(snap, 0)  # the inputs make the static checks rank-aware
         else:
             self.stats.stale_dropped += 1

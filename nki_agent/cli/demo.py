@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 
 from ..toolchain import api
+from ..toolchain.protocol import VerifyResult
 from ..toolchain.check import check_file
 from . import options
 from .render import console, print_json
@@ -37,32 +38,29 @@ def command(
     pairs = discover(examples)
     if not pairs:
         raise typer.BadParameter(f"no examples found under {examples!r}", param_hint="--examples")
-    rows: list[dict[str, Any]] = []
+    runs: list[tuple[VerifyResult, dict[str, Any]]] = []  # each verification and what the table adds to it
     for kernel, task in pairs:
         chk = check_file(kernel)
         t0 = time.perf_counter()
         res = api.verify(kernel, task, seeds, target, isolate=not in_process)
-        rows.append({"example": os.path.basename(os.path.dirname(kernel)), "kernel": os.path.basename(kernel),
-                     "api": chk.generation, "kernels": [k.name for k in chk.kernels], "target": res.get("target"),
-                     "compiled": res.get("compiled"), "correct": res.get("correct"),
-                     "max_abs_error": res.get("max_abs_error", 0.0), "seconds": time.perf_counter() - t0,
-                     "problems": res.get("problems", [])})
-    ok = sum(1 for r in rows if r["correct"])
-    if json_out:
+        runs.append((res, {"example": os.path.basename(os.path.dirname(kernel)), "api": chk.generation,
+                           "kernels": [k.name for k in chk.kernels], "wall_seconds": time.perf_counter() - t0}))
+    ok = sum(1 for res, _ in runs if res.correct)
+    if json_out:  # each row: the verification's own JSON (without the bulky trace) plus the table's columns
+        rows = [dict(res.model_dump(mode="json", exclude={"trace"}), **meta) for res, meta in runs]
         print_json({"examples": rows, "correct": ok, "total": len(rows)})
     else:
         table = Table(title="NKI Agent demo: embedded toolchain over examples/")
         for col in ("example", "kernel", "API", "target", "result", "max abs err", "time"):
             table.add_column(col)
-        for r in rows:
-            verdict = "[green]correct[/]" if r["correct"] else ("[red]incorrect[/]" if r["compiled"] else "[red]error[/]")
-            table.add_row(r["example"], r["kernel"], r["api"], str(r["target"]), verdict,
-                          f"{r['max_abs_error']:.2e}", f"{r['seconds']:.2f}s")
+        for res, meta in runs:
+            verdict = "[green]correct[/]" if res.correct else ("[red]incorrect[/]" if res.compiled else "[red]error[/]")
+            table.add_row(meta["example"], os.path.basename(res.kernel), meta["api"], res.target, verdict,
+                          f"{res.max_abs_error:.2e}", f"{meta['wall_seconds']:.2f}s")
         console.print(table)
-        for r in rows:
-            for p in r["problems"]:
-                loc = p.get("location") or {}
-                console.print(f"  {loc.get('path', r['kernel'])}:{loc.get('line', 1)}: [{p['code']}] {p['message']}",
-                              markup=False)
-        console.print(f"{ok}/{len(rows)} example kernels verified correct", markup=False)
-    raise typer.Exit(0 if ok == len(rows) else 1)
+        for res, _ in runs:
+            for p in res.problems:
+                where = f"{p.location.path}:{p.location.line}" if p.location else f"{res.kernel}:1"
+                console.print(f"  {where}: [{p.code}] {p.message}", markup=False)
+        console.print(f"{ok}/{len(runs)} example kernels verified correct", markup=False)
+    raise typer.Exit(0 if ok == len(runs) else 1)

@@ -25,20 +25,19 @@ def command(
     """Simulate a kernel on the embedded toolchain (no reference check)."""
     target = options.validate_target(target)
     res = api.simulate(kernel, task, target, kernel_name, seed, isolate=not in_process, timeout=timeout)
-    diags = [from_problem(p, "nki-sim", kernel) for p in api.problems_of(res)]
+    diags = [from_problem(p, "nki-sim", kernel) for p in res.problem_list()]
     if json_out:
-        out = {k: v for k, v in res.items() if k != "problems"}
+        out = res.model_dump(mode="json", exclude={"problems"})
         out["diagnostics"] = [d.as_dict() for d in diags]
         print_json(out)
     else:
-        if res.get("ran"):
-            console.print(f"simulated {kernel} on {res.get('target')} ({res.get('generation')} API) in "
-                          f"{res.get('seconds', 0.0):.3f} s; peak SBUF {res.get('peak_sbuf_bytes', 0) // 128} B/partition, "
-                          f"peak PSUM {res.get('peak_psum_bytes', 0) // 128} B/partition"
-                          + (" (UNSANDBOXED: no OS jail on this machine)" if res.get("sandbox") == "unsandboxed" else ""),
+        if res.ran:
+            console.print(f"simulated {kernel} on {res.target} ({res.generation} API) in "
+                          f"{res.seconds:.3f} s; peak SBUF {res.peak_sbuf_bytes // 128} B/partition, "
+                          f"peak PSUM {res.peak_psum_bytes // 128} B/partition"
+                          + (" (UNSANDBOXED: no OS jail on this machine)" if res.sandbox == "unsandboxed" else ""),
                           markup=False)
-            for i, o in enumerate(res.get("outputs", [])):
-                console.print(f"  output {i}: {o['dtype']}{o['shape']} min={o['min']} max={o['max']} NaN={o['nan']}",
-                              markup=False)
+            for i, o in enumerate(res.outputs):
+                console.print(f"  output {i}: {o.dtype}{o.shape} min={o.min} max={o.max} NaN={o.nan}", markup=False)
         print_diagnostics(diags)
-    raise typer.Exit(0 if res.get("ran") and not any(d.severity == "error" for d in diags) else 1)
+    raise typer.Exit(0 if res.ran and not any(d.severity == "error" for d in diags) else 1)

@@ -2,25 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional
 
 import typer
 
 from ..diagnostics.model import from_problem
 from ..toolchain import api
+from ..toolchain.protocol import VerifyResult
 from . import options
 from .render import console, print_diagnostics, print_json
 
 
-def summary_line(res: dict[str, Any]) -> str:
-    if not res.get("compiled"):
+def summary_line(res: VerifyResult) -> str:
+    if not res.compiled:
         return "did not run"
-    verdict = "correct" if res.get("correct") else "INCORRECT"
-    if res.get("sandbox") == "unsandboxed":
+    verdict = "correct" if res.correct else "INCORRECT"
+    if res.sandbox == "unsandboxed":
         verdict += " (UNSANDBOXED: no OS jail on this machine)"
-    return (f"{verdict} on {len(res.get('seeds', []))} seed(s), target {res.get('target')}: max abs err "
-            f"{res.get('max_abs_error', 0.0):.3g}, max rel err {res.get('max_rel_error', 0.0):.3g}, "
-            f"{res.get('mismatches', 0)} mismatching element(s)")
+    return (f"{verdict} on {len(res.seeds)} seed(s), target {res.target}: max abs err "
+            f"{res.max_abs_error:.3g}, max rel err {res.max_rel_error:.3g}, "
+            f"{res.mismatches} mismatching element(s)")
 
 
 def command(
@@ -36,15 +37,15 @@ def command(
     """Verify a kernel against its task's reference on several seeds."""
     target = options.validate_target(target)
     res = api.verify(kernel, task, seeds, target, kernel_name, isolate=not in_process, timeout=timeout)
-    diags = [from_problem(p, "nki-sim", kernel) for p in api.problems_of(res)]
+    diags = [from_problem(p, "nki-sim", kernel) for p in res.problem_list()]
     if json_out:
-        out = {k: v for k, v in res.items() if k not in ("problems", "trace")}
+        out = res.model_dump(mode="json", exclude={"problems", "trace"})
         out["diagnostics"] = [d.as_dict() for d in diags]
         print_json(out)
     else:
         console.print(f"{kernel}: {summary_line(res)}", markup=False)
-        for s in res.get("seeds", []):
-            if not s.get("correct") and s.get("message"):
-                console.print(f"  seed {s['seed']}: {s['message']}", markup=False)
+        for s in res.seeds:
+            if not s.correct and s.message:
+                console.print(f"  seed {'(hidden)' if s.seed is None else s.seed}: {s.message}", markup=False)
         print_diagnostics(diags)
-    raise typer.Exit(0 if res.get("correct") else 1)
+    raise typer.Exit(0 if res.correct else 1)

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types as T
 
+from ...toolchain.protocol import VerifyResult
 from ..positions import to_lsp
 from .commands import VERIFY
 
@@ -17,14 +18,14 @@ if TYPE_CHECKING:
 def title(run: RunResult | None, backend: str) -> str:
     if run is None:
         return "NKI: not verified — Verify"
-    raw = run.raw
-    target = raw.get("target") or "?"
-    if raw.get("sandbox") == "unsandboxed":  # namespaces unavailable: say so where the verdict is shown
+    res = run.result
+    target = res.target or "?"
+    if res.sandbox == "unsandboxed":  # namespaces unavailable: say so where the verdict is shown
         backend += ", UNSANDBOXED"
-    if raw.get("correct"):
-        return f"NKI: ✓ verified on {target} ({backend}), max error {raw.get('max_abs_error', 0):.3g} — Verify again"
-    if raw.get("compiled"):
-        return f"NKI: ✗ wrong result on {target} ({backend}), max error {raw.get('max_abs_error')} — Verify again"
+    if isinstance(res, VerifyResult) and res.correct:
+        return f"NKI: ✓ verified on {target} ({backend}), max error {res.max_abs_error:.3g} — Verify again"
+    if isinstance(res, VerifyResult) and res.compiled:
+        return f"NKI: ✗ wrong result on {target} ({backend}), max error {res.max_abs_error:.3g} — Verify again"
     codes = ", ".join(sorted({d.code for d in run.diagnostics})) or "failed"
     return f"NKI: ✗ {codes} ({backend}) — Verify again"
 

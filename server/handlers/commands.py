@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types as T
 
+from ...toolchain.protocol import VerifyResult
 from ..explain import explain
 
 if TYPE_CHECKING:
@@ -71,8 +72,8 @@ async def _verify_job(ls: NkiLanguageServer, snap: Snapshot, task: TaskRef, toke
     if result is None:
         msg, kind = "NKI: verification failed to run (see the server log)", T.MessageType.Error
     elif result.correct:
-        msg = (f"NKI: ✓ verified on {result.raw.get('target')} (max abs error "
-               f"{result.raw.get('max_abs_error', 0):.3g})")
+        max_abs = result.result.max_abs_error if isinstance(result.result, VerifyResult) else 0.0
+        msg = f"NKI: ✓ verified on {result.result.target} (max abs error {max_abs:.3g})"
         kind = T.MessageType.Info
     else:
         codes = ", ".join(sorted({d.code for d in result.diagnostics})) or "wrong result"

@@ -52,8 +52,8 @@ def target_name(ls: NkiLanguageServer, uri: str) -> str:
         return ls.state.settings.target
     st = ls.state.docs.get(uri)
     for run in (st.runs.values() if st else ()):
-        if run.raw.get("target"):
-            return str(run.raw["target"])
+        if run.result.target:
+            return run.result.target
     return "trn1"
 
 

@@ -59,10 +59,11 @@ def handle(req: dict[str, Any]) -> Any:
     from nki_agent.toolchain import api
 
     timeout = float(req.get("timeout", 30.0))
-    if op == "api_verify":
-        return api.verify(req["kernel"], req["task"], seeds=int(req.get("seeds", 2)), timeout=timeout)
+    if op == "api_verify":  # answers are JSON: the result models as their JSON
+        res = api.verify(req["kernel"], req["task"], seeds=int(req.get("seeds", 2)), timeout=timeout)
+        return res.model_dump(mode="json")
     if op == "simulate":
-        return api.simulate(req["kernel"], req["task"], timeout=timeout)
+        return api.simulate(req["kernel"], req["task"], timeout=timeout).model_dump(mode="json")
     if op == "agent_verify":
         from nki_agent.agent.tools import ToolBox
 
@@ -74,7 +75,8 @@ def handle(req: dict[str, Any]) -> Any:
         finally:
             box.close()
         return {"verified": outcome.verified, "content": outcome.content, "is_error": outcome.is_error,
-                "raw": outcome.raw, "diagnostics": [d.as_dict() for d in outcome.diagnostics]}
+                "raw": outcome.result.model_dump(mode="json") if outcome.result is not None else {},
+                "diagnostics": [d.as_dict() for d in outcome.diagnostics]}
     return {"error": f"unknown op {op!r}"}
 
 

@@ -56,6 +56,7 @@ from ..toolchain.protocol import (
     VerifyResult,
 )
 from .backends import Backend, PreparedJob, Progress, Slot
+from .config import ConfigError
 
 TICK_S = 0.2  # how often the wait loop looks at the job's cancel event
 POLL_S = 10.0  # the longest a progress poll waits inside the hub
@@ -70,8 +71,8 @@ _RESULTS: dict[str, type[Any]] = {"compile": CompileResult, "simulate": Simulate
 _ADAPTER: TypeAdapter[JobResult] = TypeAdapter(JobResult)
 
 
-class ClusterError(RuntimeError):
-    """The cluster cannot run this executor's jobs (e.g. it declares no ``neuron_cores``)."""
+class ClusterError(ConfigError):
+    """The cluster cannot be reached, or cannot run this executor's jobs (it declares no ``neuron_cores``)."""
 
 
 # ------------------------------------------------------------------ backends and slots on the node
@@ -255,16 +256,21 @@ class RayExecutor:
         self.spec = backend_spec(backend)
         self.pin = backend.name == "neuron" if pin_cores is None else pin_cores
         self.num_cpus = num_cpus
-        self.owned = not ray.is_initialized()
-        if self.owned:
-            if address == "local":
-                resources = {"neuron_cores": float(local_neuron_cores)} if local_neuron_cores else None
-                ray.init(num_cpus=local_cpus, resources=resources, include_dashboard=False, _temp_dir=temp_dir,
-                         object_store_memory=LOCAL_OBJECT_STORE_BYTES, log_to_driver=False,
-                         runtime_env=runtime_env, namespace="nki-agent")
-            else:
-                ray.init(address=address, runtime_env=runtime_env, log_to_driver=False, namespace="nki-agent")
+        self.owned = not ray.is_initialized()  # a process talks to one Ray cluster: one started here is reused
         self._closed = False
+        if self.owned:
+            try:
+                if address == "local":
+                    resources = {"neuron_cores": float(local_neuron_cores)} if local_neuron_cores else None
+                    ray.init(num_cpus=local_cpus, resources=resources, include_dashboard=False,
+                             _temp_dir=temp_dir, object_store_memory=LOCAL_OBJECT_STORE_BYTES, log_to_driver=False,
+                             runtime_env=runtime_env, namespace="nki-agent")
+                else:
+                    ray.init(address=address, runtime_env=runtime_env, log_to_driver=False, namespace="nki-agent")
+            except Exception as e:  # unreachable, refused, bad address: the runner does not start
+                self.close()
+                raise ClusterError(f"cannot start or reach the Ray cluster {address!r}: {type(e).__name__}: {e}"
+                                   ) from e
         try:
             if self.pin and self.capacity < 1:
                 raise ClusterError(f"the Ray cluster at {address!r} declares no neuron_cores: start its nodes on "

@@ -136,14 +136,14 @@ def test_cancel_stops_a_long_job_and_the_next_job_runs(executor: cluster.RayExec
             blocking.set()
 
     out: list[JobResult] = []
-    t = threading.Thread(target=lambda: out.append(executor.run(job(tmp_path, kernel(do="block")), Slot(0),
-                                                                cancel, progress)))
+    blocked = job(tmp_path, kernel(do="block"))
+    t = threading.Thread(target=lambda: out.append(executor.run(blocked, Slot(0), cancel, progress)))
     t.start()
     assert blocking.wait(60), events  # the backend's own progress comes back from the node
     root = cluster._jobs_root()
     assert root is not None
-    orphans = set(os.listdir(root))
-    assert orphans  # the blocked job's folder
+    orphans = {n for n in os.listdir(root) if n.startswith(f"job-{blocked.id[:8]}-")}
+    assert len(orphans) == 1  # the blocked job's folder on the node
     t0 = time.monotonic()
     cancel.set()
     t.join(30)
@@ -233,3 +233,17 @@ def test_the_service_with_cluster_local_answers_a_job(executor: cluster.RayExecu
     finally:
         runner.close()
         ex.close()
+
+
+def test_a_cluster_without_neuron_cores_is_refused_at_start(executor: cluster.RayExecutor,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    plain = cluster.RayExecutor("local", ProbeBackend())  # the same cluster, a CPU a job
+    try:
+        assert not plain.pin and plain.capacity == 2
+    finally:
+        plain.close()
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 2.0})
+    with pytest.raises(cluster.ConfigError, match="declares no neuron_cores"):
+        cluster.RayExecutor("auto", ProbeBackend(), pin_cores=True)
+    monkeypatch.undo()
+    assert ray.is_initialized() and executor.capacity == 2  # a borrowed cluster is left running

@@ -29,7 +29,7 @@ from . import auth
 from .config import RunnerConfig
 from .jobs import JobManager, QueueFull, Refused
 
-PUBLIC_ROUTES = ("/healthz",)  # the only routes answered without the token
+PUBLIC_ROUTES = ("/healthz", "/health")  # the only routes answered without the token (/health: forge.py)
 SYNC_WAIT_S = 900.0
 EVENT_POLL_S = 10.0
 

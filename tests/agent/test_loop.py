@@ -40,7 +40,7 @@ def _run(tmp_path: Path, text: str, backend: object, **kw: object):  # type: ign
 def _verifies(tmp_path: Path, text: str, task: str) -> bool:
     p = tmp_path / "check_kernel.py"
     p.write_text(text)
-    return bool(api.verify(str(p), task if task != "<self>" else str(p), seeds=2)["correct"])
+    return api.verify(str(p), task if task != "<self>" else str(p), seeds=2).correct
 
 
 @pytest.mark.parametrize("fixture", QUICKFIX, ids=[p.stem for p in QUICKFIX])
@@ -142,7 +142,7 @@ def test_arguments_that_steer_verification_are_ignored(tmp_path: Path) -> None:
     model = Scripted([call("verify", edits=[FIX], task="other.py", tolerance={"atol": 1e9}, seeds=1)])
     res = _run(tmp_path, BUG, model)
     assert res.verdict == "verified"
-    assert res.verify is not None and len(res.verify["seeds"]) == 3
+    assert res.verify is not None and len(res.verify.seeds) == 3
 
 
 def test_self_task_file_keeps_the_original_reference(tmp_path: Path) -> None:

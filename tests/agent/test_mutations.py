@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import Any
 
 import pytest
 from nki_agent.agent import mutations as mu
 from nki_agent.toolchain import api
+from nki_agent.toolchain.protocol import VerifyResult
 
 # What the sample's first mutant of each operator must be diagnosed as: the documented ids the embedded
 # toolchain raises for that bug (the other operators' bugs surface in several ways, see --check).
@@ -80,16 +80,16 @@ def test_list_prints_the_suite(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_keep_broken_records_the_observed_class(suite: list[mu.Mutant]) -> None:
     picked = suite[:4]
-    replies: list[dict[str, Any]] = [
+    replies = [VerifyResult.model_validate(r) for r in (
         {"correct": True, "problems": []},  # an equivalent mutant: dropped
-        {"correct": False, "problems": [{"code": "err_stack_overflow_psum", "severity": "warning"},
-                                        {"code": "err_unsupported_memory", "severity": "error"}]},
+        {"correct": False, "problems": [{"code": "err_stack_overflow_psum", "message": "", "severity": "warning"},
+                                        {"code": "err_unsupported_memory", "message": "", "severity": "error"}]},
         {"correct": False, "compiled": True, "problems": []},
-        {"correct": False, "problems": [{"code": "err_stack_overflow_sbuf", "severity": "warning"}]},
-    ]
+        {"correct": False, "problems": [{"code": "err_stack_overflow_sbuf", "message": "", "severity": "warning"}]},
+    )]
     seen: dict[str, str] = {}
 
-    def fake_verify(kernel: str, task: str) -> dict[str, Any]:
+    def fake_verify(kernel: str, task: str) -> VerifyResult:
         m = next(m for m in picked if Path(kernel).read_text(encoding="utf-8") == m.text)
         assert Path(kernel) != Path(m.kernel_path) and task == m.task_path
         assert (Path(kernel).parent.name, Path(kernel).name) == (Path(m.kernel_path).parent.name,
@@ -103,7 +103,7 @@ def test_keep_broken_records_the_observed_class(suite: list[mu.Mutant]) -> None:
     assert len(seen) == 4 and not any(Path(p).exists() for p in seen.values())  # temp copies cleaned up
 
 
-def _one_seed(kernel: str, task: str) -> dict[str, Any]:
+def _one_seed(kernel: str, task: str) -> VerifyResult:
     return api.verify(kernel, task, seeds=1)
 
 

@@ -76,7 +76,7 @@ def test_a_kernel_importing_a_sibling_compiles_and_verifies_confined(tmp_path: P
         compiled = tools.compile(tools.code)
         assert compiled.content.startswith("compile: OK"), compiled.content
         verified = tools.verify(tools.code)
-        assert verified.verified and verified.raw.get("sandbox") == "bwrap", verified.content
+        assert verified.verified and verified.sandbox == "bwrap", verified.content
     finally:
         tools.close()
     assert _tree(proj) == before
@@ -91,7 +91,7 @@ def test_a_kernel_importing_a_sibling_verifies_unconfined(tmp_path: Path) -> Non
         compiled = tools.compile(tools.code)
         assert compiled.content.startswith("compile: OK"), compiled.content
         verified = tools.verify(tools.code)
-        assert verified.verified and verified.raw.get("sandbox") == "in-process", verified.content
+        assert verified.verified and verified.sandbox == "in-process", verified.content
     finally:
         tools.close()
         sys.modules.pop(module, None)

@@ -181,7 +181,7 @@ async def test_code_action_progress_apply_edit_and_the_kernel_verifies(client: L
     assert any("diff" in m.message for m in client.log_messages)
     assert any("verified correct" in m.message for m in client.messages)
     path.write_text(doc.text)
-    assert api.verify(str(path), str(path), seeds=2)["correct"]
+    assert api.verify(str(path), str(path), seeds=2).correct
     pub = await wait_publish(client, uri, 2)
     assert "err_ambiguous_tensor_truth_value" not in {d.code for d in pub.diagnostics}
     traj = [p for p in Path(SERVER_ENV["NKI_AGENT_TRAJECTORY_DIR"]).glob("*kernel*.jsonl")]

@@ -71,8 +71,8 @@ def _kernel(tmp_path: Path, prefix: str) -> Path:
 def test_a_stderr_flood_is_capped_and_said_to_be(tmp_path: Path) -> None:
     kernel = _kernel(tmp_path, "import os\n_b = b'x' * (1 << 20)\nfor _ in range(300):\n    os.write(2, _b)\n")
     res = api.verify(str(kernel), str(tmp_path / "task.py"), seeds=1, timeout=120)
-    assert res["correct"] is True, res["problems"]  # 300 MB of noise, and the kernel still verifies
-    assert len(res["stderr"]) <= sandbox.STDERR_TAIL and "output truncated" not in res["problems"]
+    assert res.correct is True, res.problems  # 300 MB of noise, and the kernel still verifies
+    assert len(res.stderr) <= sandbox.STDERR_TAIL and not any("output truncated" in p.message for p in res.problems)
     w = sandbox.start(sandbox.Job({"op": "simulate", "kernel": str(kernel), "task": str(tmp_path / "task.py")}))
     w.close_input()
     reply = w.result()
@@ -85,8 +85,8 @@ def test_a_flood_on_the_result_channel_ends_the_worker(tmp_path: Path) -> None:
                                "        for _ in range(200):\n            os.write(_fd, _b)\n    except OSError:\n"
                                "        pass\n")
     res = api.verify(str(kernel), str(tmp_path / "task.py"), seeds=1, timeout=120)
-    assert res["correct"] is False
-    assert [p["code"] for p in res["problems"]][:1] in (["sim_output_limit"], ["sim_worker_crash"]), res["problems"]
+    assert res.correct is False
+    assert [p.code for p in res.problems][:1] in (["sim_output_limit"], ["sim_worker_crash"]), res.problems
 
 
 @needs_jail
@@ -128,7 +128,7 @@ def test_without_namespaces_results_say_unsandboxed(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(sandbox, "_warned", __import__("threading").Event())
     for _ in range(2):
         res = api.verify(str(ADD / "kernel_new.py"), str(ADD / "task.py"), seeds=1)
-        assert res["correct"] is True and res["sandbox"] == "unsandboxed"
+        assert res.correct is True and res.sandbox == "unsandboxed"
     assert capfd.readouterr().err.count("UNSANDBOXED") == 1  # said once
 
 

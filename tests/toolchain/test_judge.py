@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from nki_agent.toolchain import api
+from nki_agent.toolchain.protocol import VerifyResult
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -51,8 +52,8 @@ def _wrong_kernel(tmp_path: Path, prefix: str) -> Path:
     return path
 
 
-def _codes(res: dict) -> list[str]:
-    return [p["code"] for p in res.get("problems", [])]
+def _codes(res: VerifyResult) -> list[str]:
+    return [p.code for p in res.problems]
 
 
 @pytest.mark.parametrize(("prefix", "code"), [c[1:] for c in CHEATS], ids=[c[0] for c in CHEATS])
@@ -60,11 +61,11 @@ def test_a_cheat_cannot_make_a_wrong_kernel_pass(tmp_path: Path, prefix: str, co
     kernel = _wrong_kernel(tmp_path, prefix)
     task = str(ADD / "task.py")
     res = api.verify(str(kernel), task, seeds=SEEDS)
-    assert res["correct"] is False, res
+    assert res.correct is False, res
     if code:
-        assert code in _codes(res), res["problems"]
+        assert code in _codes(res), res.problems
     else:
-        assert res["mismatches"] > 0 and res["seeds"][0]["first_mismatch"], res
+        assert res.mismatches > 0 and res.seeds[0].first_mismatch, res
     assert not (tmp_path / "pwned.txt").exists()
     assert not (tmp_path / "written.bin").exists()
 
@@ -75,7 +76,7 @@ def test_the_task_file_cannot_be_overwritten(tmp_path: Path) -> None:
     task.write_text(original)
     kernel = _wrong_kernel(tmp_path, f"open({str(task)!r}, 'w').write('def reference(a, b):\\n    return a - b\\n')\n")
     res = api.verify(str(kernel), str(task), seeds=1)
-    assert res["correct"] is False and "sim_sandbox_violation" in _codes(res)
+    assert res.correct is False and "sim_sandbox_violation" in _codes(res)
     assert task.read_text() == original
 
 
@@ -84,18 +85,16 @@ def test_an_output_computed_outside_nki_is_refused(tmp_path: Path) -> None:
     kernel.write_text("import numpy as np\nimport nki\n\n\n@nki.jit\ndef add_kernel(a, b):\n"
                       "    return np.zeros(a.shape, np.float32)\n")
     res = api.verify(str(kernel), str(ADD / "task.py"), seeds=1)
-    assert res["correct"] is False
-    assert _codes(res)[:1] == ["sim_sandbox_violation"], res["problems"]
-    assert "NKI tensor" in res["problems"][0]["message"]
+    assert res.correct is False
+    assert _codes(res)[:1] == ["sim_sandbox_violation"], res.problems
+    assert "NKI tensor" in res.problems[0].message
 
 
-def _figures(res: dict) -> dict:
-    keep = ("compiled", "correct", "max_abs_error", "max_rel_error", "mismatches", "atol", "rtol", "target",
-            "generation", "peak_sbuf_bytes", "peak_psum_bytes", "trace")
-    seeds = [{k: v for k, v in s.items() if not k.endswith("_seconds")} for s in res["seeds"]]
-    import json
-
-    return json.loads(json.dumps({**{k: res[k] for k in keep}, "seeds": seeds, "codes": _codes(res)}))
+def _figures(res: VerifyResult) -> dict:
+    keep = {"compiled", "correct", "stage", "max_abs_error", "max_rel_error", "mismatches", "atol", "rtol", "target",
+            "generation", "peak_sbuf_bytes", "peak_psum_bytes", "trace"}
+    seeds = [s.model_dump(mode="json", exclude={"kernel_seconds", "reference_seconds"}) for s in res.seeds]
+    return {**res.model_dump(mode="json", include=keep), "seeds": seeds, "codes": _codes(res)}
 
 
 @pytest.mark.parametrize("kernel", ["kernel_new.py", "kernel_classic.py"])
@@ -103,7 +102,7 @@ def test_judged_and_in_process_verification_report_the_same_figures(kernel: str)
     path, task = str(ADD / kernel), str(ADD / "task.py")
     normal = api.verify(path, task, seeds=SEEDS, isolate=False)
     judged = api.verify(path, task, seeds=SEEDS)
-    assert judged["correct"] is True, judged["problems"]
+    assert judged.correct is True, judged.problems
     assert _figures(judged) == _figures(normal)
 
 
@@ -111,7 +110,7 @@ def test_a_wrong_kernel_reports_the_same_mismatch_in_both_modes(tmp_path: Path) 
     kernel, task = str(_wrong_kernel(tmp_path, "")), str(ADD / "task.py")
     normal = api.verify(kernel, task, seeds=1, isolate=False)
     judged = api.verify(kernel, task, seeds=1)
-    assert judged["correct"] is False
+    assert judged.correct is False
     assert _figures(judged) == _figures(normal)
 
 
@@ -119,8 +118,8 @@ def test_a_wrong_kernel_reports_the_same_mismatch_in_both_modes(tmp_path: Path) 
                          ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_every_example_verifies_judged(kernel: Path) -> None:
     res = api.verify(str(kernel), str(kernel.parent / "task.py"), seeds=SEEDS)
-    assert res["correct"] is True, res["problems"]
-    assert len(res["seeds"]) == SEEDS
+    assert res.correct is True, res.problems
+    assert len(res.seeds) == SEEDS
 
 
 def test_a_model_form_task_passes_its_parameters(tmp_path: Path) -> None:
@@ -143,7 +142,7 @@ def test_a_model_form_task_passes_its_parameters(tmp_path: Path) -> None:
         "    return out\n")
     normal = api.verify(str(kernel), str(task), seeds=SEEDS, isolate=False)
     judged = api.verify(str(kernel), str(task), seeds=SEEDS)
-    assert normal["correct"] is True, normal["problems"]
+    assert normal.correct is True, normal.problems
     assert _figures(judged) == _figures(normal)
 
 
@@ -151,7 +150,7 @@ def test_a_task_error_is_reported_before_any_kernel_code_runs(tmp_path: Path) ->
     task = tmp_path / "task.py"
     task.write_text("def get_inputs():\n    raise ValueError('no inputs today')\n\n\ndef reference(a):\n    return a\n")
     res = api.verify(str(ADD / "kernel_new.py"), str(task), seeds=1)
-    assert _codes(res) == ["sim_task_error"] and res["correct"] is False
+    assert _codes(res) == ["sim_task_error"] and res.correct is False
 
 
 def test_verification_leaves_no_temporary_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -162,7 +161,7 @@ def test_verification_leaves_no_temporary_files(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     monkeypatch.setenv("TMPDIR", str(scratch))
     res = api.verify(str(ADD / "kernel_new.py"), str(ADD / "task.py"), seeds=1)
-    assert res["correct"] is True
+    assert res.correct is True
     assert list(scratch.iterdir()) == []
 
 
@@ -170,14 +169,14 @@ def test_verification_leaves_no_temporary_files(tmp_path: Path, monkeypatch: pyt
 def test_hostile_kernels_still_end_as_one_clear_problem(name: str, code: str) -> None:
     path = str(ROOT / "tests" / "fixtures" / "hostile" / name)
     res = api.verify(path, path, seeds=1, timeout=6.0 if code == "sim_timeout" else 30.0)
-    assert res["correct"] is False
-    assert _codes(res)[:1] == [code], res["problems"]
+    assert res.correct is False
+    assert _codes(res)[:1] == [code], res.problems
 
 
 def test_a_file_that_is_its_own_task_verifies() -> None:
     path = str(ROOT / "tests" / "fixtures" / "hostile" / "prints_to_stdout.py")
     res = api.verify(path, path, seeds=1)
-    assert res["correct"] is True, res["problems"]
+    assert res.correct is True, res.problems
 
 
 # --------------------------------------------------------------------- the user's folder as a search path
@@ -226,10 +225,10 @@ def test_a_candidate_copy_imports_sibling_modules_of_the_users_folder(tmp_path: 
     task.write_text((proj / "task.py").read_text())
     kernel = _candidate(proj, run)
     without = api.verify(kernel, str(task), seeds=1)
-    assert without["correct"] is False and "ModuleNotFoundError" in str(without["problems"])
+    assert without.correct is False and "ModuleNotFoundError" in str(without.problems)
     for t in (task, proj / "task.py"):
         res = api.verify(kernel, str(t), seeds=SEEDS, search_path=[str(proj)])
-        assert res["correct"] is True, res["problems"]
+        assert res.correct is True, res.problems
     assert _tree(proj) == before  # read, never written: no new __pycache__ entries
 
 
@@ -240,8 +239,8 @@ def test_the_task_module_stays_closed_through_the_users_folder(tmp_path: Path) -
     before = _tree(proj)
     kernel = _candidate(proj, run, "import task\n_ref = task.reference\n")
     res = api.verify(kernel, str(proj / "task.py"), seeds=1, search_path=[str(proj)])
-    assert res["correct"] is False, res["problems"]
-    assert "No module named 'task'" in res["problems"][0]["message"], res["problems"]  # not a file there
+    assert res.correct is False, res.problems
+    assert "No module named 'task'" in res.problems[0].message, res.problems  # not a file there
     assert _tree(proj) == before
 
 
@@ -260,4 +259,4 @@ def test_a_protected_original_stays_closed(tmp_path: Path) -> None:
                  "if _data:\n    raise RuntimeError('read the protected original')\n")
         kernel = _candidate(proj, run, cheat)
         res = api.verify(kernel, str(task), seeds=1, search_path=[str(proj)], protect=[str(original)])
-        assert res["correct"] is True, res["problems"]  # it ran, and found nothing to read
+        assert res.correct is True, res.problems  # it ran, and found nothing to read

@@ -10,6 +10,7 @@ import pytest
 
 from nki_agent.agent.tools import ToolBox
 from nki_agent.toolchain import api, runner
+from nki_agent.toolchain.protocol import CompileResult, ProfileResult, SimulateResult, TaskDescription, VerifyResult
 
 ADD = Path(__file__).resolve().parents[2] / "examples" / "l1_add"
 
@@ -23,17 +24,25 @@ class Recording:
         self.calls: list[tuple[str, str]] = []
         self.local = runner.LocalRunner()
 
-    def verify(self, kernel: str, task: str, *a: Any) -> dict[str, Any]:
+    def verify(self, kernel: str, task: str, **kw: Any) -> VerifyResult:
         self.calls.append(("verify", Path(kernel).name))
-        return dict(self.local.verify(kernel, task, *a), via=self.name)
+        return self.local.verify(kernel, task, **kw).model_copy(update={"runner": self.name})
 
-    def simulate(self, kernel: str, task: str, *a: Any) -> dict[str, Any]:
+    def simulate(self, kernel: str, task: str, **kw: Any) -> SimulateResult:
         self.calls.append(("simulate", Path(kernel).name))
-        return dict(self.local.simulate(kernel, task, *a), via=self.name)
+        return self.local.simulate(kernel, task, **kw).model_copy(update={"runner": self.name})
 
-    def describe(self, task: str, *a: Any) -> dict[str, Any]:
+    def compile(self, kernel: str, task: str, **kw: Any) -> CompileResult:
+        self.calls.append(("compile", Path(kernel).name))
+        return self.local.compile(kernel, task, **kw).model_copy(update={"runner": self.name})
+
+    def profile(self, kernel: str, task: str, **kw: Any) -> ProfileResult:
+        self.calls.append(("profile", Path(kernel).name))
+        return self.local.profile(kernel, task, **kw).model_copy(update={"runner": self.name})
+
+    def describe(self, task: str, **kw: Any) -> TaskDescription:
         self.calls.append(("describe", Path(task).name))
-        return dict(self.local.describe(task, *a), via=self.name)
+        return self.local.describe(task, **kw).model_copy(update={"sandbox": self.name})
 
 
 @pytest.fixture
@@ -48,11 +57,15 @@ def recording() -> Iterator[Recording]:
 
 def test_api_jobs_go_to_the_installed_runner(recording: Recording) -> None:
     k, t = str(ADD / "kernel_new.py"), str(ADD / "task.py")
-    assert api.verify(k, t, seeds=1)["via"] == "recording"
-    assert api.simulate(k, t)["via"] == "recording"
-    assert api.describe_task(t)["via"] == "recording"
-    assert api.verify(k, t, seeds=1, isolate=False).get("via") is None  # in-process tests bypass it
-    assert recording.calls == [("verify", "kernel_new.py"), ("simulate", "kernel_new.py"), ("describe", "task.py")]
+    assert api.verify(k, t, seeds=1).runner == "recording"
+    assert api.simulate(k, t).runner == "recording"
+    assert api.compile(k, t).runner == "recording"
+    assert api.profile(k, t, seeds=1).runner == "recording"
+    assert api.describe_task(t).sandbox == "recording"
+    local = api.verify(k, t, seeds=1, isolate=False)  # in-process tests bypass it
+    assert local.runner == "local" and local.sandbox == "in-process"
+    assert recording.calls == [("verify", "kernel_new.py"), ("simulate", "kernel_new.py"),
+                               ("compile", "kernel_new.py"), ("profile", "kernel_new.py"), ("describe", "task.py")]
 
 
 def test_the_agents_verification_goes_through_the_seam(recording: Recording) -> None:

@@ -9,13 +9,14 @@ import pytest
 
 from nki_agent.toolchain import api
 from nki_agent.toolchain.check import check_file
+from nki_agent.toolchain.protocol import VerifyResult
 
 HOSTILE = Path(__file__).resolve().parents[1] / "fixtures" / "hostile"
 BROKEN = Path(__file__).resolve().parents[1] / "fixtures" / "broken"
 
 
-def _codes(res: dict) -> list[str]:
-    return [p["code"] for p in res.get("problems", [])]
+def _codes(res: VerifyResult) -> list[str]:
+    return [p.code for p in res.problems]
 
 
 @pytest.mark.parametrize(
@@ -33,15 +34,15 @@ def _codes(res: dict) -> list[str]:
 def test_hostile_kernel_gives_one_clear_problem(name: str, code: str, timeout: float) -> None:
     path = str(HOSTILE / name)
     res = api.verify(path, path, seeds=1, timeout=timeout)
-    assert res["correct"] is False
-    assert _codes(res)[:1] == [code], res.get("problems")
-    assert res["problems"][0]["message"]
+    assert res.correct is False
+    assert _codes(res)[:1] == [code], res.problems
+    assert res.problems[0].message
 
 
 def test_kernel_stdout_cannot_forge_the_result() -> None:
     path = str(HOSTILE / "prints_to_stdout.py")
     res = api.verify(path, path, seeds=1)
-    assert res["correct"] is True, res.get("problems")
+    assert res.correct is True, res.problems
 
 
 def test_sandbox_and_in_process_agree_on_a_broken_kernel() -> None:
@@ -49,7 +50,7 @@ def test_sandbox_and_in_process_agree_on_a_broken_kernel() -> None:
     a = api.verify(path, path, seeds=1)
     b = api.verify(path, path, seeds=1, isolate=False)
     assert _codes(a) == _codes(b) == ["err_num_partition_exceed_arch_limit"]
-    assert a["problems"][0]["location"] == b["problems"][0]["location"]
+    assert a.problems[0].location == b.problems[0].location
 
 
 def test_missing_files_are_a_clear_problem(tmp_path: Path) -> None:
@@ -63,7 +64,7 @@ def test_binary_file(tmp_path: Path) -> None:
     res = check_file(str(p))
     assert [x.code for x in res.problems] == ["sim_bad_input"]
     assert res.problems[0].severity == "info"
-    assert api.verify(str(p), str(p), seeds=1)["problems"][0]["code"] == "sim_bad_input"
+    assert api.verify(str(p), str(p), seeds=1).problems[0].code == "sim_bad_input"
 
 
 def test_50mb_file_is_refused_quickly(tmp_path: Path) -> None:
@@ -76,7 +77,7 @@ def test_50mb_file_is_refused_quickly(tmp_path: Path) -> None:
     res = check_file(str(p))
     assert [x.code for x in res.problems] == ["sim_bad_input"]
     assert "bytes" in res.problems[0].message
-    assert api.verify(str(p), str(p), seeds=1)["problems"][0]["code"] == "sim_bad_input"
+    assert api.verify(str(p), str(p), seeds=1).problems[0].code == "sim_bad_input"
 
 
 def test_non_kernel_python_file(tmp_path: Path) -> None:
@@ -92,7 +93,7 @@ def test_deeply_nested_source(tmp_path: Path) -> None:
     p.write_text("x = " + "(" * 5000 + "1" + ")" * 5000 + "\n")
     res = check_file(str(p))
     assert len(res.problems) == 1
-    assert api.verify(str(p), str(p), seeds=1)["problems"]
+    assert api.verify(str(p), str(p), seeds=1).problems
 
 
 def test_cancel_kills_a_running_worker() -> None:
@@ -136,8 +137,8 @@ def test_a_result_larger_than_the_pipe_buffer_is_read_while_the_worker_runs() ->
     assert len(json.dumps(reply["result"])) > 64 * 1024
     assert reply["result"]["ran"] is True, reply["result"]["problems"]
     res = api.verify(req["kernel"], req["task"], seeds=1)  # the judge's two workers: the same holds
-    assert len(json.dumps(res)) > 64 * 1024
-    assert res["correct"] is True, res["problems"]
+    assert len(res.model_dump_json()) > 64 * 1024
+    assert res.correct is True, res.problems
 
 
 def test_keyboard_interrupt_while_waiting_kills_the_worker(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -54,12 +54,12 @@ def clean_bytecode(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_the_sandboxed_worker_imports_from_the_search_path(tmp_path: Path, clean_bytecode: None) -> None:
     proj, _, kernel, task = _setup(tmp_path, "sib_helpers_sandbox")
     before = _tree(proj)
-    assert api.verify(kernel, task, seeds=1)["correct"] is False  # without it: ModuleNotFoundError
+    assert api.verify(kernel, task, seeds=1).correct is False  # without it: ModuleNotFoundError
     res = api.verify(kernel, task, seeds=2, search_path=[str(proj)])
-    assert res["correct"] is True, res["problems"]
+    assert res.correct is True, res.problems
     sim = api.simulate(kernel, task, search_path=[str(proj)])
-    assert sim["ran"] is True, sim["problems"]
-    assert api.describe_task(task, search_path=[str(proj)])["problems"] == []
+    assert sim.ran is True, sim.problems
+    assert api.describe_task(task, search_path=[str(proj)]).problems == []
     assert _tree(proj) == before
 
 
@@ -69,7 +69,7 @@ def test_in_process_loads_write_no_bytecode_into_the_users_folder(tmp_path: Path
     before = _tree(proj)
     try:
         res = api.verify(kernel, task, seeds=1, isolate=False, search_path=[str(proj)])
-        assert res["correct"] is True, res["problems"]
+        assert res.correct is True, res.problems
         assert sys.path.index(str(tmp_path / "run")) < sys.path.index(str(proj))
     finally:
         sys.modules.pop(module, None)
@@ -82,9 +82,9 @@ def test_the_copys_folder_shadows_the_users_folder(tmp_path: Path) -> None:
     (proj / "sib_helpers_shadow.py").write_text(_helpers("user", "subtract"))
     (run / "sib_helpers_shadow.py").write_text(_helpers("copy", "add"))
     res = api.verify(kernel, task, seeds=1, search_path=[str(proj)])
-    assert res["correct"] is True, res["problems"]
+    assert res.correct is True, res.problems
     confined = api.verify(kernel, task, seeds=1, search_path=[str(proj)])
-    assert confined["correct"] is True, confined["problems"]
+    assert confined.correct is True, confined.problems
 
 
 def test_a_missing_or_relative_search_folder_is_harmless(tmp_path: Path) -> None:

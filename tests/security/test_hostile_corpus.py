@@ -2,8 +2,9 @@
 
 One test per (kernel, mode): ``api_verify`` (``api.verify``), ``cli_verify`` (``nki-agent verify --json``),
 ``simulate`` (``api.simulate``), ``agent_verify`` (``ToolBox.verify``, the fix agent's check of a
-candidate) and ``server_save`` (the language server's on-save verification, one server for the whole
-module). The kernel is placed in ``tmp_path/user/`` beside the task with its placeholders filled in,
+candidate), ``server_save`` (the language server's on-save verification, one server for the whole
+module) and ``runner`` (the kernel and task sent over HTTP to a real ``nki-agent runner serve``
+subprocess on 127.0.0.1, one for the whole module, whose token is a canary in its environment). The kernel is placed in ``tmp_path/user/`` beside the task with its placeholders filled in,
 the tool runs with canary secrets in its environment, and afterwards (``Scene.findings``):
 
 - a ``# correct: no`` kernel was not reported correct / verified;
@@ -14,9 +15,12 @@ the tool runs with canary secrets in its environment, and afterwards (``Scene.fi
   process with the test's token in its command line);
 - no canary appears in any output the tool produced, and no output is larger than ``OUTPUT_CAP``;
 - the 127.0.0.1 listeners (TCP and UDP on one port, unix socket by path and abstract name) received nothing;
-- the tool is still alive and answers (after a disruptive kernel, it still verifies l1_add).
+- the tool is still alive and answers (after a disruptive kernel, it still verifies l1_add; the runner,
+  after every kernel: ``/healthz`` answers and a second client, with its own token, gets l1_add verified
+  in a jail; the runner's TMPDIR and job folders are empty again).
 
-``NKI_AGENT_FULL_SECURITY=1`` runs every kernel through the server too (default: one per category).
+``NKI_AGENT_FULL_SECURITY=1`` runs every kernel through the server and the runner too (default: one per
+category).
 """
 
 from __future__ import annotations
@@ -25,12 +29,14 @@ import ast
 import json
 import os
 import re
+import secrets
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from security_helpers import (
     DISRUPTIVE,
@@ -53,6 +59,7 @@ from security_helpers import (
     dumps,
     end_process_group,
 )
+from security_runner import RunnerGone, RunnerWorld, follow, request, submit
 
 KERNELS = corpus()
 BY_NAME = {k.name: k for k in KERNELS}
@@ -75,7 +82,7 @@ SERVER_REPRESENTATIVES = {
 
 
 def server_selection(env: Any = os.environ) -> list[Kernel]:
-    """The kernels the server mode runs: all with ``NKI_AGENT_FULL_SECURITY=1``, else one per category."""
+    """The kernels the server and runner modes run: all with ``NKI_AGENT_FULL_SECURITY=1``, else one per category."""
     if env.get("NKI_AGENT_FULL_SECURITY", "") == "1":
         return list(KERNELS)
     chosen = set(SERVER_REPRESENTATIVES.values())
@@ -245,6 +252,67 @@ def run_server(scene: Scene, kernel: Kernel, server: LspServer, stderr: Path) ->
     return rec
 
 
+def run_runner(scene: Scene, kernel: Kernel, world: RunnerWorld) -> RunRecord:
+    """The kernel and the task over HTTP to the runner, with the runner's own token; the job's event stream,
+    its final status and what the runner printed meanwhile are the outputs checked."""
+    rec = RunRecord()
+    assert scene.kernel_path is not None
+    offset = world.stderr.stat().st_size if world.stderr.exists() else 0
+    printed = len(world.runner.stdout)
+    body = request(scene.kernel_path.name, scene.kernel_path.read_text(), scene.task.read_text(), seeds=SEEDS,
+                   timeout=kernel.timeout, nonce=scene.token)
+    try:
+        with world.runner.client(world.canary) as client:
+            job = submit(client, body)
+            final, stream = follow(client, job["id"], kernel.timeout * 3 + 60)
+            rec.outputs["runner event stream"] = stream
+            answer = client.get(f"/v1/jobs/{job['id']}")
+            rec.outputs["runner job status"] = answer.text
+            status = answer.json() if answer.status_code == 200 else final
+    except (httpx.HTTPError, RuntimeError, TimeoutError, ValueError, RunnerGone) as e:
+        rec.tool_trouble.append(f"the runner did not answer: {type(e).__name__}: {e}")
+        status = None
+    if world.stderr.exists():
+        with open(world.stderr, "rb") as f:
+            f.seek(offset)
+            rec.outputs["runner stderr"] = f.read(OUTPUT_CAP + 1).decode("utf-8", "replace")
+    rec.outputs["runner stdout"] = "".join(world.runner.stdout[printed:])
+    if status is None:
+        return rec
+    res = status.get("result")
+    if status.get("state") != "done" or not isinstance(res, dict):
+        rec.tool_trouble.append(f"the runner ended the job {status.get('state')} without a result: {status.get('error')}")
+        return rec
+    if status.get("nonce") != scene.token:
+        rec.tool_trouble.append(f"the job's status does not echo its nonce: {status.get('nonce')!r}")
+    rec.verdict = bool(res.get("correct"))
+    rec.sandbox = res.get("sandbox")
+    rec.problems = _problems(res)
+    return rec
+
+
+def _liveness_runner(scene: Scene, world: RunnerWorld) -> list[str]:
+    """After every kernel: the runner process is up, ``/healthz`` answers, and another client (its own token)
+    still gets l1_add verified in a jail."""
+    if not world.runner.alive():
+        return ["the runner is dead or stopped after the run"]
+    good = L1_ADD.read_text() + f"\n# benign client {secrets.token_hex(8)}\n"  # never answered from the cache
+    try:
+        with world.runner.client(world.other, timeout=RUN_TIMEOUT * 3 + 60) as client:
+            health = client.get("/healthz", timeout=30.0)
+            if health.status_code != 200 or not health.json().get("ok"):
+                return [f"the runner's /healthz answered {health.status_code}: {health.text[:300]}"]
+            done = client.post("/v1/verify", json=request("kernel.py", good, TASK.read_text(), seeds=1,
+                                                          timeout=RUN_TIMEOUT))
+    except (httpx.HTTPError, ValueError) as e:
+        return [f"after the run the runner no longer answers another client: {type(e).__name__}: {e}"]
+    res = done.json().get("result") if done.status_code == 200 else None
+    if not isinstance(res, dict) or not res.get("correct") or res.get("sandbox") != "bwrap":
+        why = f"{done.status_code} {done.text[:600]}"
+        return [f"after the run the runner no longer verifies l1_add for another client in a jail: {why}"]
+    return []
+
+
 # ------------------------------------------------------------------------------------------ liveness
 def _liveness_harness(scene: Scene, kernel: Kernel, tool: Harness, mode: str) -> list[str]:
     """The tool still answers; after a disruptive kernel it still runs a good kernel in a jail (api_verify:
@@ -346,6 +414,23 @@ def test_hostile_kernel_is_contained_on_save(kernel: Kernel, server_scene: Scene
     alive = _liveness_server(server_scene, kernel, server)
     bad = judge(server_scene, kernel, "server_save", rec, alive)
     assert not bad, _message(kernel, "server_save", rec, bad)
+
+
+RUNNER_CASES = server_selection()
+
+
+@needs_jail
+@pytest.mark.parametrize("kernel", RUNNER_CASES, ids=[f"runner:{k.name}" for k in RUNNER_CASES])
+def test_hostile_kernel_is_contained_by_the_runner(kernel: Kernel, runner_scene: Scene,
+                                                   runner_world: RunnerWorld) -> None:
+    runner_scene.place(kernel)
+    runner_world.ensure()
+    runner_scene.begin()
+    rec = run_runner(runner_scene, kernel, runner_world)
+    runner_scene.processes_after(TOOLS)
+    alive = _liveness_runner(runner_scene, runner_world)
+    bad = judge(runner_scene, kernel, "runner", rec, alive)
+    assert not bad, _message(kernel, "runner", rec, bad)
 
 
 # ------------------------------------------------------------------------------------- the corpus itself

@@ -24,7 +24,9 @@ Compatible
 Different, and why
   * Malformed bodies of known ops get 422 with ``ErrorBody`` (Kernel Forge answers 200 with an error in
     the op's shape), a batch of more than 64 items 422 (there 400), a body that is not a JSON object
-    422. A batch is checked whole before anything runs, and submitted whole or not at all.
+    422. A batch is checked whole before anything runs; its jobs run concurrently on the runner's
+    slots (Kernel Forge runs them one after another), and beyond this token's share of the queue
+    the next item waits for the batch's oldest job to end.
   * Auth: the runner's bearer token on ``/reward*`` and ``/health/deep`` (Kernel Forge trusts the network).
     ``/health`` stays unauthenticated like ``/healthz``: it says only that the process is up.
     ``/health/deep`` runs a trivial verify job in the jail (Kernel Forge only imports modules), so it
@@ -57,6 +59,7 @@ import math
 import os
 import re
 import uuid
+from collections import deque
 from typing import Any, ClassVar
 
 import anyio
@@ -90,6 +93,7 @@ from .forge_bodies import (
     parse,
 )
 
+_IN_REFERENCE = re.compile(r" \(" + re.escape(REFERENCE_FILE) + r", line (\d+)\)")
 MAX_LIST = 30  # errors / warnings kept (Kernel Forge's cap); stderr_tail keeps 20 lines
 DEEP_HEALTH_WAIT_S = 120.0
 
@@ -116,11 +120,14 @@ class _Folder:
         return re.sub(r"/\S*/job-[0-9a-f]{8}-[^/\s]*/", "", s)
 
     def problem(self, p: ProblemInfo) -> str:
-        where = ""
+        where, message = "", self.text(p.message)
         if p.location is not None:
             name = os.path.basename(p.location.path)
             where = f"{self.NAMES.get(name, self.text(p.location.path))}:{p.location.line}: "
-        return f"{p.severity}: {where}[{p.code}] {self.text(p.message)}"
+        inner = _IN_REFERENCE.search(message)  # a syntax error of the reference, raised where the task compiles it
+        if inner:
+            where, message = f"reference_source:{inner.group(1)}: ", message.replace(inner.group(0), "")
+        return f"{p.severity}: {where}[{p.code}] {message}"
 
     def problems(self, status: JobStatus, severity: str) -> list[str]:
         found = getattr(status.result, "problems", None) or []
@@ -303,24 +310,38 @@ def install(app: FastAPI, ctx: Context) -> None:
         return ctx.manager.backend.info().nki_version
 
     async def run(parsed: list[ForgeRequest | ForgeUnknownOp], owner: str) -> list[BaseModel]:
-        """Submit every known-op item (all or none), then await each; answers in order."""
-        submitted: list[tuple[int, JobStatus]] = []
-        try:
-            for i, p in enumerate(parsed):
-                if not isinstance(p, ForgeUnknownOp):  # an unknown op runs nothing: its answer is itself
-                    submitted.append((i, await anyio.to_thread.run_sync(app.state.submit, job_request(p), owner)))
-        except BaseException:
-            for _, st in submitted:
-                ctx.manager.cancel(st.id, owner)
-            raise
+        """Submit the known-op items in order and answer each in its place. When the queue (or this
+        token's share of it) is full, the next item waits for the batch's oldest job to end; a failure
+        cancels the batch's unfinished jobs."""
         out: list[BaseModel] = list(parsed)
+        pending: deque[tuple[int, ForgeRequest, JobStatus]] = deque()
         version = nki_version()
-        for i, st in submitted:
+
+        async def settle_oldest() -> None:
+            i, req, st = pending.popleft()
             if st.state in ("queued", "running"):
                 st = await app.state.wait_for(st.id, owner, SYNC_WAIT_S)
-            req = parsed[i]
-            assert not isinstance(req, ForgeUnknownOp)
             out[i] = answer(req, st, version)
+
+        try:
+            for i, p in enumerate(parsed):
+                if isinstance(p, ForgeUnknownOp):  # runs nothing: its answer is itself
+                    continue
+                job = job_request(p)
+                while True:
+                    try:
+                        pending.append((i, p, await anyio.to_thread.run_sync(app.state.submit, job, owner)))
+                        break
+                    except HTTPError as e:  # a full queue says Retry-After; a refusal does not
+                        if e.status != 503 or "Retry-After" not in e.headers or not pending:
+                            raise
+                        await settle_oldest()
+            while pending:
+                await settle_oldest()
+        except BaseException:
+            for _, _, st in pending:
+                ctx.manager.cancel(st.id, owner)
+            raise
         return out
 
     def reply(model: BaseModel, status: int = 200) -> JSONResponse:

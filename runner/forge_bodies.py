@@ -146,13 +146,18 @@ class _Timed(BaseModel):
 
 class ForgeCompileRequest(_ForgeRequest):
     op: Literal["compile"] = "compile"
-    input_specs: list[ForgeInputSpec] | None = Field(None, max_length=64,
-                                                     description="default [{shape: [128, 256], dtype: float32}]")
+    input_specs: list[ForgeInputSpec] = Field(default_factory=lambda: list(DEFAULT_INPUT), max_length=64,
+                                              description="missing, null or [] → [{shape: [128, 256], dtype: float32}]")
+
+    @field_validator("input_specs", mode="before")
+    @classmethod
+    def _default(cls, v: Any) -> Any:
+        return [s.model_dump() for s in DEFAULT_INPUT] if v is None or v == [] else v
 
     @field_validator("input_specs")
     @classmethod
-    def _size(cls, v: list[ForgeInputSpec] | None) -> list[ForgeInputSpec]:
-        return _specs(v) if v else list(DEFAULT_INPUT)
+    def _size(cls, v: list[ForgeInputSpec]) -> list[ForgeInputSpec]:
+        return _specs(v)
 
 
 class ForgeVerifyRequest(_ForgeRequest, _WithReference, _Specs):
@@ -348,7 +353,7 @@ def job_request(req: ForgeRequest) -> JobRequest:
     reference = None if req.op == "compile" else getattr(req, "reference_source", None)
     kernel_name = getattr(req, "kernel_name", "nki_kernel")
     tol = (getattr(req, "atol", 1e-3), getattr(req, "rtol", 1e-3))
-    task = task_source(req.op, req.input_specs or DEFAULT_INPUT, reference, kernel_name, *tol)
+    task = task_source(req.op, req.input_specs, reference, kernel_name, *tol)
     kernel = getattr(req, "kernel_source", _PLACEHOLDER_KERNEL)
     return JobRequest.model_validate({
         "op": req.op, "kernel": SourceFile(name=KERNEL_FILE, text=kernel), "task": SourceFile(name=TASK_FILE, text=task),

@@ -17,8 +17,8 @@ Compatible
     ``optimization_level``) are ignored, as there.
   * the reference is called as Kernel Forge calls it: torch tensors of the spec's dtypes, under
     ``torch.no_grad()``; the kernel gets NumPy arrays; every response field is present (null when
-    unknown), and verify's ``error`` is null exactly when the kernel ran (its agent reads that as
-    "compiled"). An unknown op (also ``skill``, not served here) answers ``{"error": "unknown op: …"}``
+    unknown), and verify's ``error`` is null exactly when the kernel ran without an error (its agent
+    reads that as "compiled"). An unknown op (also ``skill``, not served here) answers ``{"error": "unknown op: …"}``
     with HTTP 200; a batch answers in order.
 
 Different, and why
@@ -47,7 +47,9 @@ Different, and why
     is 0 / 1 (compiled or not), null when the job never ran. Times are the job's run time, queueing
     excluded. Messages name ``kernel_source`` / ``reference_source`` lines instead of temp paths.
   * Extra fields on every answer: ``job_id`` (``GET /v1/jobs/{id}`` has the full typed result),
-    ``core_id``, ``nki_version``, ``sandbox``.
+    ``core_id``, ``nki_version``, ``sandbox``. Extensions of the requests: verify's ``seeds`` (visible
+    seeds, default 3), profile's ``reference_source`` (then profile also judges the kernel and answers
+    ``correct``; without it nothing is judged, as in Kernel Forge, and ``correct`` is null).
   * The files of a job have fixed names (``forge_kernel.py``, ``forge_task.py``), never ``kernel_name``:
     a kernel named ``numpy`` must not shadow an import of the task. ``reference_source`` lives inside
     the task file, which the kernel's jail cannot open.
@@ -108,7 +110,8 @@ def _finite(x: float | None) -> float | None:
 class _Folder:
     """Names the job's files as the client knows them and hides the runner's temp paths."""
 
-    NAMES: ClassVar[dict[str, str]] = {KERNEL_FILE: "kernel_source", TASK_FILE: "task", REFERENCE_FILE: "reference_source"}
+    NAMES: ClassVar[dict[str, str]] = {KERNEL_FILE: "kernel_source", TASK_FILE: "task",
+                                       REFERENCE_FILE: "reference_source"}
 
     def __init__(self, status: JobStatus) -> None:
         kernel = getattr(status.result, "kernel", "") or ""

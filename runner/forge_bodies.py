@@ -62,7 +62,7 @@ def _defines(source: str, names: tuple[str, ...]) -> bool:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name in names:
             return True
         if isinstance(node, (ast.Import, ast.ImportFrom)):
-            if any((a.asname or a.name.split(".")[0]) in names for a in node.names):
+            if any(a.name == "*" or (a.asname or a.name.split(".")[0]) in names for a in node.names):
                 return True
         elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -102,7 +102,7 @@ class _ForgeRequest(BaseModel):
 
     @model_validator(mode="after")
     def _kernel_defined(self) -> _ForgeRequest:
-        if self.kernel_source and not _defines(self.kernel_source, (self.kernel_name,)):
+        if not _defines(self.kernel_source, (self.kernel_name,)):
             raise ValueError(f"kernel_source defines no {self.kernel_name!r}")
         return self
 

@@ -170,6 +170,23 @@ def test_malformed_bodies_of_known_ops_are_refused(change):
         parse(dict(base, **change))
 
 
+@pytest.mark.parametrize("source, defined", [
+    ("import neuronxcc.nki as nki\n\n@nki.jit\ndef nki_kernel(x):\n    return x\n", True),
+    ("def _impl(x):\n    return x\n\nnki_kernel = _impl\n", True),
+    ("try:\n    from helpers import nki_kernel\nexcept ImportError:\n    pass\n", True),
+    ("from helpers import *\n", True),
+    ("def nki_kernel(x:\n", True),  # does not parse: the job reports the syntax error at its line
+    ("", False), ("def other(x):\n    def nki_kernel(y):\n        return y\n    return x\n", False),
+    ("# nki_kernel\nNAME = 'nki_kernel'\n", False)])
+def test_kernel_source_must_define_the_kernel(source, defined):
+    request = {"op": "compile", "kernel_source": source}
+    if defined:
+        assert isinstance(parse(request), ForgeCompileRequest)
+    else:
+        with pytest.raises(ValidationError, match="defines no 'nki_kernel'"):
+            parse(request)
+
+
 def _task(tmp_path: Path, request: dict[str, Any]) -> Any:
     parsed = parse(request)
     assert not isinstance(parsed, ForgeUnknownOp)

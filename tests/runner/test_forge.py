@@ -30,6 +30,7 @@ from nki_agent.runner.forge_bodies import (
     parse,
 )
 from nki_agent.toolchain import dtypes, jail
+from nki_agent.toolchain.protocol import BaselineResult, JobStatus, Latency, ProfileResult
 from nki_agent.toolchain.tasks import load_task
 from nki_agent.toolchain.verify import draw
 from pydantic import ValidationError
@@ -240,6 +241,49 @@ def test_a_model_only_reference_is_instantiated_as_kernel_forge_does(tmp_path):
     np.testing.assert_array_equal(expected[0], np.maximum(inputs[0], 0))
 
 
+def _done(result: Any) -> JobStatus:
+    return JobStatus(id="j" * 32, op=result.op, state="done", submitted_at=1.0, started_at=2.0, finished_at=3.5,
+                     result=result, core_id=1)
+
+
+def test_measured_latency_maps_to_kernel_forge_fields_with_a_true_mean():
+    lat = Latency(kind="measured", source="nki.benchmark", p50_us=10.0, p99_us=30.0, min_us=9.0, max_us=31.0,
+                  mean_us=12.5, std_us=4.0, iterations=37, warmup=5, core_id=1)
+    profile = forge.answer(ForgeProfileRequest.model_validate(body("agent_profile.json")),
+                           _done(ProfileResult(compiled=True, correct=True, latency=lat, sandbox="bwrap")), "0.7.0")
+    out = profile.model_dump(mode="json")
+    assert_forge_fields("profile", dict(out, job_id="j" * 32))
+    assert out["success"] is True and out["error"] is None and out["latency_kind"] == "measured"
+    assert (out["latency_mean_us"], out["latency_median_us"], out["latency_std_us"]) == (12.5, 10.0, 4.0)
+    assert out["throughput_ops_per_s"] == pytest.approx(1e6 / 12.5)
+    assert (out["measure_runs"], out["warmup_runs"]) == (37, 5)  # what ran: it stopped once stable
+    assert (out["core_id"], out["nki_version"], out["sandbox"], out["correct"]) == (1, "0.7.0", "bwrap", None)
+    baseline = forge.answer(ForgeBaselineRequest.model_validate(body("sweep_baseline.json")),
+                            _done(BaselineResult(label="cpu", latency=lat))).model_dump(mode="json")
+    assert_forge_fields("baseline", baseline)
+    assert baseline["backend"] == "cpu" and baseline["success"] is True
+    assert baseline["baseline_time_s"] == baseline["profile_time_s"]
+    unmeasured = forge.answer(ForgeProfileRequest.model_validate(body("mcp_profile.json")),
+                              _done(ProfileResult(compiled=True, correct=True))).model_dump(mode="json")
+    assert all(unmeasured[k] is None for k in LATENCY) and unmeasured["success"] is False
+    assert (unmeasured["warmup_runs"], unmeasured["measure_runs"]) == (5, 20)  # as asked, none ran
+
+
+def test_a_job_without_result_answers_in_the_ops_shape():
+    failed = JobStatus(id="f" * 32, op="verify", state="failed", submitted_at=1.0, error="internal error: boom")
+    verify = forge.answer(ForgeVerifyRequest.model_validate(body("mcp_verify.json")), failed).model_dump(mode="json")
+    assert_forge_fields("verify", verify)
+    assert verify["correct"] is False and verify["error"] == "internal error: boom"
+    compile_ = forge.answer(ForgeCompileRequest.model_validate(body("mcp_compile.json")),
+                            failed.model_copy(update={"op": "compile"})).model_dump(mode="json")
+    assert_forge_fields("compile", compile_)
+    assert compile_["success"] is False and compile_["returncode"] is None
+    assert compile_["errors"] == ["error: internal error: boom"]
+    waiting = failed.model_copy(update={"state": "running", "error": None})
+    late = forge.answer(ForgeVerifyRequest.model_validate(body("mcp_verify.json")), waiting)
+    assert "GET /v1/jobs/" + "f" * 32 in (late.model_dump()["error"] or "")
+
+
 # ---------------------------------------------------------------- over HTTP, on a real runner
 
 
@@ -308,6 +352,9 @@ def test_profile_never_invents_latency(http):
         else:
             assert answer["success"] is True and answer["latency_mean_us"] > 0
         assert answer["flops_utilization"] is None
+        assert answer["correct"] is None and answer["seeds"] == 0  # no reference_source: nothing judged
+    judged = http.post("/reward", json=dict(body("agent_profile.json"), reference_source=src("scale_reference.py")))
+    assert judged.json()["correct"] is True and judged.json()["seeds"] >= 4  # the extension: judged as verify
 
 
 def test_baseline_answers_with_kernel_forge_fields(http):

@@ -6,7 +6,9 @@ descriptors, no core dumps), with the simulator's imports, and writes exactly on
 descriptor it was given, last (the roles of a verification stream frames before it). User prints go to stderr so they can never corrupt the reply (and the
 parent trusts nothing in it beyond array shapes and dtypes anyway). Before reading the request it
 asks the kernel to kill it when its parent dies (Linux). Ops: ``reference`` and ``kernel`` (the two
-worker roles of a verification, ``roles.py``), ``simulate`` and ``describe``. A request's
+worker roles of a verification, ``roles.py``; ``kernel`` with ``role: "device"`` is the kernel role on a
+Neuron device, ``device_role.py``), ``baseline`` (the task's reference timed, ``baseline_role.py``),
+``simulate`` and ``describe``. A request's
 ``search_path`` (folders the kernel and task may import from after their own) is passed to
 ``tasks.load_module``; the worker never writes bytecode.
 """
@@ -73,11 +75,20 @@ def handle(req: dict[str, Any], out_fd: int) -> tuple[dict[str, Any], list[Any]]
         from .roles import reference_role
 
         return reference_role(req, lambda header, arrays: wire.write(out_fd, header, arrays))
+    if op == "kernel" and req.get("role") == "device":
+        from .device_role import device_role
+
+        return device_role(req, lambda: wire.read(sys.stdin.buffer, MAX_REQUEST_BYTES),
+                           lambda header, arrays: wire.write(out_fd, header, arrays))
     if op == "kernel":
         from .roles import kernel_role
 
         return kernel_role(req, lambda: wire.read(sys.stdin.buffer, MAX_REQUEST_BYTES),
                            lambda header, arrays: wire.write(out_fd, header, arrays))
+    if op == "baseline":
+        from .baseline_role import baseline_role
+
+        return baseline_role(req)
     if op == "simulate":
         from .simulate import simulate_files
 

@@ -11,8 +11,8 @@ import typer
 from rich.table import Table
 
 from ..toolchain import api
-from ..toolchain.protocol import VerifyResult
 from ..toolchain.check import check_file
+from ..toolchain.protocol import VerifyResult
 from . import options
 from .render import console, print_json
 

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from ..toolchain.protocol import Latency, LatencyKind
 
 TARGET_SPREAD = 0.01  # stop once the last window's (p99 - p50) / p50 is at most 1 %
-MIN_WINDOW = 5
+MIN_WINDOW = 10
 MAX_SAMPLE_US = 3.6e9  # one iteration longer than an hour is not a latency
 PERCENTILES = (0, 1, 10, 25, 50, 90, 99, 100)  # the grid nki.benchmark's nc_latency answers for
 

@@ -12,6 +12,8 @@ is ``ErrorBody``.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -145,10 +147,16 @@ def create_app(ctx: Context) -> FastAPI:
     app.state.submit = submit
 
     async def wait_for(job_id: str, owner: str, seconds: float) -> JobStatus:
-        status = await anyio.to_thread.run_sync(ctx.manager.wait, job_id, owner, seconds)
-        if status is None:
-            raise HTTPError(404, "no such job")
-        return status
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        while True:
+            status = ctx.manager.get(job_id, owner)
+            if status is None:
+                raise HTTPError(404, "no such job")
+            left = deadline - loop.time()
+            if status.state not in ("queued", "running") or left <= 0:
+                return status
+            await changed(ctx.manager, job_id, min(left, EVENT_POLL_S))
 
     app.state.wait_for = wait_for
 
@@ -188,6 +196,11 @@ def create_app(ctx: Context) -> FastAPI:
         status = await anyio.to_thread.run_sync(submit, request, owner)
         return await wait_for(status.id, owner, SYNC_WAIT_S)
 
+    @app.get("/v1/jobs", response_model=list[JobStatus])
+    def find_jobs(nonce: str = Query(..., max_length=128), owner: str = Depends(caller)) -> list[JobStatus]:
+        """This token's jobs submitted with ``nonce``, newest first (for a client that lost the id)."""
+        return ctx.manager.find(owner, nonce)
+
     @app.get("/v1/jobs/{job_id}", response_model=JobStatus)
     def get_job(job_id: str, owner: str = Depends(caller)) -> JobStatus:
         status = ctx.manager.get(job_id, owner)
@@ -220,11 +233,32 @@ def create_app(ctx: Context) -> FastAPI:
     return app
 
 
+async def changed(manager: JobManager, job_id: str, timeout: float) -> None:
+    """Return at the job's next event (or end), or after ``timeout``: waits in the event loop, holding
+    no thread, however many clients wait."""
+    loop = asyncio.get_running_loop()
+    woken = asyncio.Event()
+
+    def wake() -> None:
+        loop.call_soon_threadsafe(woken.set)
+
+    if not manager.listen(job_id, wake):
+        return
+    try:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(woken.wait(), timeout)
+    finally:
+        manager.unlisten(job_id, wake)
+
+
 async def _events(manager: JobManager, job_id: str, owner: str) -> AsyncIterator[bytes]:
     """``progress`` events as they happen, then one ``status`` event with the final status."""
     seq = 0
     while True:
-        events, done = await anyio.to_thread.run_sync(manager.events_after, job_id, seq, EVENT_POLL_S)
+        events, done = manager.events_after(job_id, seq, 0.0)
+        if not events and not done:
+            await changed(manager, job_id, EVENT_POLL_S)
+            events, done = manager.events_after(job_id, seq, 0.0)
         for e in events:
             seq = e.seq
             yield f"id: {e.seq}\nevent: progress\ndata: {e.model_dump_json()}\n\n".encode()

@@ -11,6 +11,7 @@ a bug in a backend — ends that job (``failed`` with a reason), never the threa
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -52,6 +53,7 @@ class _Live:
     cancel: threading.Event = field(default_factory=threading.Event)
     events: list[ProgressEvent] = field(default_factory=list)
     done: bool = False
+    listeners: list[Callable[[], None]] = field(default_factory=list)
 
 
 def cache_key(request: JobRequest, backend: str, sdk: str | None) -> str:
@@ -90,6 +92,9 @@ class JobManager:
     # ------------------------------------------------------------------ life cycle
 
     def start(self) -> None:
+        # no job runs yet: folders left by a runner that was killed hold clients' code; remove them
+        for name in os.listdir(self.jobs_dir):
+            shutil.rmtree(os.path.join(self.jobs_dir, name), ignore_errors=True)
         for owner_id in self.store.recover():
             job_id, owner = owner_id
             with self._cond:
@@ -197,6 +202,11 @@ class JobManager:
                     return new, live.done
                 self._cond.wait(left)
 
+    def find(self, owner: str, nonce: str) -> list[JobStatus]:
+        """The owner's jobs submitted with ``nonce`` (newest first): how a client whose connection
+        dropped before it learnt the job's id finds it again."""
+        return [st for st in (self.get(i, owner) for i in self.store.by_nonce(owner, nonce)) if st is not None]
+
     def load(self) -> dict[str, int]:
         with self._cond:
             running = sum(1 for v in self._live.values() if not v.done) - self._queued
@@ -209,6 +219,26 @@ class JobManager:
         assert found is not None
         return found[1]
 
+    def listen(self, job_id: str, wake: Callable[[], None]) -> bool:
+        """Call ``wake()`` (from a worker thread) on the job's next event; False when it has ended."""
+        with self._cond:
+            live = self._live.get(job_id)
+            if live is None or live.done:
+                return False
+            live.listeners.append(wake)
+            return True
+
+    def unlisten(self, job_id: str, wake: Callable[[], None]) -> None:
+        with self._cond:
+            live = self._live.get(job_id)
+            if live is not None and wake in live.listeners:
+                live.listeners.remove(wake)
+
+    def _wake(self, live: _Live) -> None:
+        for wake in list(live.listeners):
+            with contextlib.suppress(Exception):  # a closed event loop must not break the job
+                wake()
+
     def _event(self, job_id: str, state: str, message: str) -> None:
         with self._cond:
             live = self._live.get(job_id)
@@ -218,6 +248,7 @@ class JobManager:
             live.events.append(ProgressEvent(id=job_id, state=state, message=message[:500], seq=seq))  # type: ignore[arg-type]
             del live.events[:-MAX_EVENTS]
             self._cond.notify_all()
+            self._wake(live)
 
     def _end(self, job_id: str, state: str, result: JobResult | None, error: str | None) -> None:
         self.store.finish(job_id, state, result, error)
@@ -227,6 +258,7 @@ class JobManager:
                 seq = live.events[-1].seq + 1 if live.events else 1
                 live.events.append(ProgressEvent(id=job_id, state=state, message=error or state, seq=seq))  # type: ignore[arg-type]
                 live.done = True
+                self._wake(live)
             self._cond.notify_all()
         self._forget_later(job_id)
 

@@ -25,6 +25,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     request TEXT NOT NULL, result TEXT, error TEXT, cached INTEGER NOT NULL DEFAULT 0, core_id INTEGER,
     submitted_at REAL NOT NULL, started_at REAL, finished_at REAL, seq INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state, seq);
+CREATE INDEX IF NOT EXISTS jobs_nonce ON jobs(owner, nonce);
 CREATE TABLE IF NOT EXISTS cache (key TEXT PRIMARY KEY, result TEXT NOT NULL, stored_at REAL NOT NULL);
 """
 
@@ -89,6 +90,12 @@ class Store:
                              ("the runner restarted during the job; submit it again", time.time()))
             rows = self._db.execute("SELECT id, owner FROM jobs WHERE state='queued' ORDER BY seq").fetchall()
         return [(r[0], r[1]) for r in rows]
+
+    def by_nonce(self, owner: str, nonce: str, limit: int = 20) -> list[str]:
+        with self._lock:
+            rows = self._db.execute("SELECT id FROM jobs WHERE owner=? AND nonce=? ORDER BY seq DESC LIMIT ?",
+                                    (owner, nonce, limit)).fetchall()
+        return [r[0] for r in rows]
 
     def count(self, state: str) -> int:
         with self._lock:

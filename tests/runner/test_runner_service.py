@@ -287,3 +287,21 @@ def test_without_a_working_sandbox_untrusted_jobs_are_refused_unless_unsafe(tmp_
         assert client.get("/healthz").status_code == 200
     with running(tmp_path / "unsafe", gate, unsafe_no_sandbox=True) as (_, client):
         assert client.post("/v1/jobs?wait=60", json=request("y")).json()["state"] == "done"
+
+
+def test_a_client_that_lost_the_id_finds_its_job_by_nonce(tmp_path):
+    gate = GateBackend()
+    gate.gate.set()
+    with running(tmp_path, gate, token=TOKEN) as (_, client):
+        done = client.post("/v1/verify", json=request("lost-id-1"), headers=auth(TOKEN)).json()
+        found = client.get("/v1/jobs", params={"nonce": "lost-id-1"}, headers=auth(TOKEN)).json()
+        assert [j["id"] for j in found] == [done["id"]] and found[0]["result"]["correct"]
+        assert client.get("/v1/jobs", params={"nonce": "never-sent"}, headers=auth(TOKEN)).json() == []
+
+
+def test_job_folders_left_by_a_killed_runner_are_removed_at_start(tmp_path):
+    stale = tmp_path / "state" / "jobs" / "job-deadbeef-x"
+    stale.mkdir(parents=True)
+    (stale / "kernel.py").write_text("SECRET = 'client code'\n")
+    with running(tmp_path, GateBackend()):
+        assert not stale.exists()

@@ -37,8 +37,7 @@ from .errors import NkiError, Problem, SourceLocation
 from .roles import MAX_OUTPUTS, Emit, Frames, _refuse_tampering, _task_settings
 
 MAX_SOURCE_BYTES = 5 << 20
-WATCHED = ("neuronxcc", "nki", "nkipy", "numpy", "nki_agent.runner.latency", "nki_agent.toolchain.device_sdk",
-           "fake_neuron_device")
+WATCHED = ("neuronxcc", "nki", "nkipy", "numpy", "nki_agent", "fake_neuron_device")  # the SDK, and what reports on it
 
 
 def _watched(name: str) -> bool:
@@ -66,8 +65,10 @@ def fingerprint() -> dict[tuple[str, str, str], int]:
     return out
 
 
-def changed(before: dict[tuple[str, str, str], int]) -> list[str]:
-    after = fingerprint()
+def changed(before: dict[tuple[str, str, str], int], take: Any = None) -> list[str]:
+    """What of ``before`` was rebound since; ``take`` is the fingerprint function captured before the
+    kernel was loaded (a kernel that rebinds this module's ``fingerprint`` does not choose the answer)."""
+    after = (take or fingerprint)()
     return [f"{m}.{n}" + (f".{a}" if a else "") for (m, n, a), ident in before.items() if after.get((m, n, a)) != ident]
 
 
@@ -157,7 +158,8 @@ def device_role(req: dict[str, Any], next_frame: Frames, emit: Emit) -> tuple[di
         _refuse_tampering(kernel_path)
         result.generation = device_sdk.generation_of(source)
         sdk = device_sdk.load(result.generation)
-        before = fingerprint()
+        take, compare = fingerprint, changed  # bound before any kernel code runs
+        before = take()
         module = load_kernel_module(kernel_path, search_path(req))
         header, _ = next_frame()
         settings = _task_settings(header.get("settings") or {})
@@ -201,9 +203,9 @@ def device_role(req: dict[str, Any], next_frame: Frames, emit: Emit) -> tuple[di
             last = [g for g in outs if g is not None]
             timed = (call, last)
         if req.get("mode") == "time":
-            timing = _time(sdk, kernel, timed, neff, settings, req, kernel_path, result)
+            timing = _time(sdk, kernel, timed, neff, settings, req, kernel_path, result, take, compare)
             emit(timing, [])
-        broken = changed(before)
+        broken = compare(before, take)
         if broken:
             result.problems.append(Problem("sim_sandbox_violation", "the kernel changed the Neuron SDK it runs on ("
                                            f"{', '.join(broken[:4])}): its results and latency cannot be trusted",
@@ -219,7 +221,7 @@ def device_role(req: dict[str, Any], next_frame: Frames, emit: Emit) -> tuple[di
 
 
 def _time(sdk: Any, kernel: Any, timed: tuple[list[Any], list[Any]] | None, neff: str | None, settings: Any,
-          req: dict[str, Any], kernel_path: str, result: Any) -> dict[str, Any]:
+          req: dict[str, Any], kernel_path: str, result: Any, take: Any, compare: Any) -> dict[str, Any]:
     """The timing frame: raw figures of the checked launch's kernel, or why there are none."""
     from ..runner.latency import LoopPolicy
     from . import device_sdk
@@ -227,7 +229,7 @@ def _time(sdk: Any, kernel: Any, timed: tuple[list[Any], list[Any]] | None, neff
     if timed is None:
         return device_sdk.Timing(False, reason="the kernel did not run, so it was not timed").as_json()
     policy = LoopPolicy.from_json(req.get("policy"))
-    before = fingerprint()
+    before = take()
     try:
         if sdk.generation == device_sdk.CLASSIC:
             timing = device_sdk.time_classic(sdk, kernel, timed[0], settings.grid, policy)
@@ -237,7 +239,7 @@ def _time(sdk: Any, kernel: Any, timed: tuple[list[Any], list[Any]] | None, neff
         p = _device_problem(e, kernel_path)
         result.problems.append(p)
         return device_sdk.Timing(False, reason=p.message).as_json()
-    broken = changed(before)
+    broken = compare(before, take)
     if broken:
         return device_sdk.Timing(False, reason=f"the kernel changed the SDK while it was timed ({broken[0]})").as_json()
     return timing.as_json()

@@ -6,6 +6,7 @@ by the simulator as the device would, latencies are the recorded trn1 figures th
 
 from __future__ import annotations
 
+import shutil
 import threading
 from pathlib import Path
 
@@ -200,3 +201,15 @@ def test_a_runner_without_neuron_cores_says_so(tmp_path: Path, monkeypatch: pyte
     job = prepared(tmp_path, "verify", example_kernel(NEW), small_add_task())
     res = b.run(job, Slot(0), threading.Event(), lambda message: None)
     assert [p.code for p in res.problems] == ["runner_device_unavailable"]
+
+
+def test_without_nkipy_a_new_api_kernel_is_verified_but_not_timed(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    site = tmp_path / "sdk-without-nkipy"
+    shutil.copytree(FAKE / "site", site, ignore=shutil.ignore_patterns("nkipy*"))
+    fake_device(tmp_path, monkeypatch)
+    b = NeuronBackend(sdk_path=[str(site)], neuron_ls=NEURON_LS)
+    assert b.info().extra["nkipy"] == ""
+    res = _run(b, tmp_path, "profile", example_kernel(NEW), seeds=1)
+    assert res.correct and res.stage == "correct" and res.latency.kind == "not measured" and res.baseline is None
+    assert any(p.code == "runner_not_measured" and "nkipy is not installed" in p.message for p in res.problems)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from . import check, check_log, demo, explain, export_sft, fix, lsp, runner, simulate, verify
+from . import check, check_log, demo, explain, export_sft, fix, lsp, profile, runner, simulate, verify, watch
 
 app = typer.Typer(
     name="nki-agent",
@@ -16,6 +16,8 @@ app = typer.Typer(
 app.command("check")(check.command)
 app.command("simulate")(simulate.command)
 app.command("verify")(verify.command)
+app.command("profile")(profile.command)
+app.command("watch")(watch.command)
 app.command("demo")(demo.command)
 app.command("explain")(explain.command)
 app.command("check-log")(check_log.command)

@@ -7,7 +7,9 @@ change. One job: the kernel, its task and the sibling modules they import are re
 server-sent events (``GET /v1/jobs/{id}/events``; polling ``GET /v1/jobs/{id}`` when the stream is
 unavailable, e.g. behind a buffering proxy) and answered with the job's typed result, whose paths
 are mapped back to the client's own files and whose ``runner`` is the runner's URL. A set ``cancel``
-event deletes the job (``DELETE /v1/jobs/{id}``) and answers ``sim_cancelled`` at once.
+event deletes the job (``DELETE /v1/jobs/{id}``) and answers ``sim_cancelled`` at once. Each job
+carries a fresh nonce: when the answer to a submission is lost after it was sent, the job is found
+again (``GET /v1/jobs?nonce=``) instead of failing or running twice.
 
 ``describe`` has no remote route: it only needs the task's input shapes, so it runs on this machine
 (``LocalRunner``, in the local jail).
@@ -28,11 +30,12 @@ import os
 import queue
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 import httpx
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from .. import __version__
 from ..toolchain.protocol import (
@@ -56,12 +59,16 @@ from ..toolchain.protocol import (
 from .bundle import BundleError, PathMap, bundle
 from .config import TOKEN_ENV
 
+if TYPE_CHECKING:
+    from ..toolchain.runner import Runner
+
 TERMINAL = ("done", "failed", "cancelled")
 DEFAULT_TIMEOUT = 60.0  # seconds, as sandbox.DEFAULT_TIMEOUT (not imported: the client stays light)
 MAX_JOB_TIMEOUT_S = 900.0  # JobRequest.timeout_s's bound
 KEEPALIVE_S = 10.0  # the runner's SSE keep-alive period (app.EVENT_POLL_S)
 CANCEL_CHECK_S = 0.1  # how often a followed job looks at its cancel event
 
+_STATUSES = TypeAdapter(list[JobStatus])
 M = TypeVar("M", bound=BaseModel)
 R = TypeVar("R", CompileResult, SimulateResult, VerifyResult, ProfileResult)
 
@@ -75,7 +82,14 @@ class RunnerError(Exception):
 
 
 class RunnerUnavailable(RunnerError):
-    """The runner cannot be reached: connection refused, no answer in time, connection dropped."""
+    """The runner cannot be reached: connection refused, no answer in time, connection dropped.
+
+    ``sent``: the request may have reached the runner (the answer was lost), e.g. a submission the
+    runner accepted; ``RemoteRunner`` then finds the job again by its nonce."""
+
+    def __init__(self, url: str, reason: str, status: int | None = None, sent: bool = False) -> None:
+        super().__init__(url, reason, status)
+        self.sent = sent
 
 
 class RunnerRefused(RunnerError):
@@ -194,10 +208,12 @@ class RemoteRunner:
         for attempt in range(self.retries + 1):
             try:
                 r = self._http.request(method, path, content=content, params=params, headers=headers)
-            except httpx.TimeoutException:
-                raise RunnerUnavailable(self.url, f"no answer within {self.timeout:g} s") from None
-            except httpx.HTTPError as e:
+            except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as e:
                 raise RunnerUnavailable(self.url, _reason(e)) from None
+            except httpx.TimeoutException:
+                raise RunnerUnavailable(self.url, f"no answer within {self.timeout:g} s", sent=True) from None
+            except httpx.HTTPError as e:
+                raise RunnerUnavailable(self.url, _reason(e), sent=True) from None
             if r.status_code not in (429, 503):
                 self._check(r)
                 return r
@@ -234,6 +250,14 @@ class RemoteRunner:
         """``POST /v1/jobs``: the accepted job's status (waiting up to ``wait`` s for it to end)."""
         params = {"wait": wait} if wait else None
         return self._parse(JobStatus, self._send("POST", "/v1/jobs", request, params, cancel))
+
+    def find(self, nonce: str) -> list[JobStatus]:
+        """``GET /v1/jobs?nonce=``: this token's jobs submitted with ``nonce``, newest first."""
+        r = self._send("GET", "/v1/jobs", params={"nonce": nonce})
+        try:
+            return _STATUSES.validate_json(r.content)
+        except ValidationError:
+            raise RunnerError(self.url, "unexpected answer to GET /v1/jobs", r.status_code) from None
 
     def status(self, job_id: str) -> JobStatus:
         return self._parse(JobStatus, self._send("GET", f"/v1/jobs/{job_id}"))
@@ -359,6 +383,21 @@ class RemoteRunner:
         finally:
             stop.set()
 
+    def _submit_once(self, request: JobRequest, cancel: threading.Event | None) -> JobStatus:
+        """Submit; when the answer is lost after sending, the job is found by its nonce (not sent twice)."""
+        try:
+            return self.submit(request, cancel=cancel)
+        except RunnerUnavailable as e:
+            if not e.sent or request.nonce is None:
+                raise
+            try:
+                found = self.find(request.nonce)
+            except RunnerError:
+                raise e from None
+            if not found:
+                raise
+            return found[0]
+
     def _drop(self, job_id: str) -> None:
         try:
             self.cancel(job_id)
@@ -381,7 +420,7 @@ class RemoteRunner:
         except BundleError as e:
             return failed("sim_bad_input", str(e), e.path)
         try:
-            request = JobRequest(op=op, kernel=b.kernel, task=b.task, modules=b.modules,
+            request = JobRequest(op=op, kernel=b.kernel, task=b.task, modules=b.modules, nonce=uuid.uuid4().hex,
                                  timeout_s=min(max(timeout, 1.0), MAX_JOB_TIMEOUT_S), **settings)
         except ValidationError as e:
             err = e.errors()[0]
@@ -389,7 +428,7 @@ class RemoteRunner:
             return failed("sim_bad_input", f"the job cannot be sent to the runner: {where}: {err.get('msg', '')}")
         deadline = time.monotonic() + min(timeout, MAX_JOB_TIMEOUT_S) + self.queue_timeout
         try:
-            status = self.submit(request, cancel=cancel)
+            status = self._submit_once(request, cancel)
         except _Cancelled:
             return cancelled()
         try:
@@ -448,3 +487,9 @@ class RemoteRunner:
         from ..toolchain.runner import LocalRunner
 
         return LocalRunner().describe(task, timeout=timeout, search_path=search_path)
+
+
+if TYPE_CHECKING:  # mypy checks that RemoteRunner is a toolchain Runner
+
+    def _is_a_runner(r: RemoteRunner) -> Runner:
+        return r

@@ -8,6 +8,7 @@ come from the runner's event stream or its status, never from sleeps.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from pathlib import Path
@@ -195,6 +196,34 @@ def test_cancel_event_deletes_the_job_and_answers_cancelled(runner_factory, tmp_
     job = deletes[0].rsplit("/", 1)[1]
     final = live.service.manager.wait(job, "anonymous", 60)
     assert final is not None and final.state == "cancelled"
+
+
+class _LostAnswer(httpx.HTTPTransport):
+    """Delivers the first submission to the runner, then drops the connection before its answer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dropped = 0
+        self.nonces: list[str] = []
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = super().handle_request(request)
+        if request.method == "POST" and request.url.path == "/v1/jobs":
+            self.nonces.append(json.loads(request.content)["nonce"])
+        if request.method == "POST" and request.url.path == "/v1/jobs" and not self.dropped:
+            response.read()
+            self.dropped += 1
+            raise httpx.ReadError("connection reset by peer", request=request)
+        return response
+
+
+def test_a_lost_submission_answer_finds_the_job_by_its_nonce(runner_factory) -> None:
+    live = runner_factory()
+    lost = _LostAnswer()
+    with RemoteRunner(live.url, transport=lost) as remote:
+        res = remote.verify(_rel(ADD / "kernel_classic.py"), _rel(ADD / "task.py"), seeds=1)
+    assert lost.dropped == 1 and res.correct and res.runner == live.url
+    assert len(lost.nonces) == 1 and len(live.service.manager.find("anonymous", lost.nonces[0])) == 1  # not resent
 
 
 def test_polls_when_the_event_stream_is_unavailable(runner_url: str) -> None:

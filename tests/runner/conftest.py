@@ -11,6 +11,13 @@
   ``LiveProcess`` has ``url``, ``token``, ``proc``, ``port_file``, ``stderr_path``.
 - ``dead_url``: a 127.0.0.1 URL whose port was bound and closed again (nothing listens there).
 
+An in-process runner shares this process's ``toolchain.runner`` seam: its backend calls ``api.*``,
+which ask ``runner.current()``. So a test that installs a ``RemoteRunner`` process-wide
+(``runner.use``, an in-process CLI with ``--runner``, an in-process language server) must talk to
+``runner_process`` (or run the client in a subprocess): with an in-process runner the jobs would
+come back to the client and wait for themselves. Calling a ``RemoteRunner``'s methods directly
+works with both.
+
 Readiness is signalled, never slept for: the in-process server sets an event at the end of
 uvicorn's ``startup()``, the subprocess is ready when its "listening on" line arrives (a bounded
 ``select`` on its stdout). Stopping: ``should_exit`` + join; SIGTERM (then SIGKILL) to the one

@@ -24,7 +24,9 @@ same as a backend raising in-process (the job fails with the reason).
 
 Concurrency: the job manager's worker threads bound it, one job per thread; run the service with
 ``--workers`` equal to ``RayExecutor.capacity`` (the cluster's ``neuron_cores``; CPUs for the
-simulator), more only queue inside Ray. Nodes need the same ``nki-agent`` installed (or pass
+simulator): fewer leave cores idle, more only queue inside Ray. The threads' slots should be
+``RayExecutor.slots(workers)`` (plain slots: the core is chosen on the node), not the backend's
+slots of the service's own host. Nodes need the same ``nki-agent`` installed (or pass
 ``runtime_env``, e.g. ``{"py_modules": [...]}``). ``close()`` disconnects, and stops a local Ray it
 started.
 """
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import importlib
 import os
 import shutil
@@ -84,7 +87,9 @@ def backend_spec(backend: Backend) -> str:
     return _STANDARD.get(cls.__module__) or f"{cls.__module__}:{cls.__qualname__}"
 
 
+@functools.lru_cache(maxsize=8)
 def build_backend(spec: str) -> Backend:
+    """The backend ``spec`` names, one per worker process (as the service keeps one: probes run once)."""
     if ":" not in spec:
         from .service import make_backend
 
@@ -250,13 +255,15 @@ class RayExecutor:
                  temp_dir: str | None = None, runtime_env: dict[str, Any] | None = None) -> None:
         """``pin_cores``: ask for one ``neuron_cores`` per task (default: for the neuron backend only).
         ``local_*`` / ``temp_dir``: resources and temp folder of a Ray instance ``local`` starts (default:
-        this host's CPUs; NeuronCores as Ray detects them). ``runtime_env``: passed to ``ray.init``."""
+        this host's CPUs; NeuronCores as Ray detects them). ``runtime_env``: passed to ``ray.init``, or
+        to each task when this process was connected already."""
         self.address = address
         self.backend_name = backend.name
         self.spec = backend_spec(backend)
         self.pin = backend.name == "neuron" if pin_cores is None else pin_cores
         self.num_cpus = num_cpus
         self.owned = not ray.is_initialized()  # a process talks to one Ray cluster: one started here is reused
+        self.task_env = None if self.owned else runtime_env
         self._closed = False
         if self.owned:
             try:
@@ -300,6 +307,11 @@ class RayExecutor:
             elif ray.is_initialized() and getattr(self, "hub", None) is not None:
                 ray.kill(self.hub)
 
+    def slots(self, workers: int) -> list[Slot]:
+        """The job manager's slots for this executor: ``workers`` plain ones (the core is chosen on the
+        node), not the slots of this host's own NeuronCores."""
+        return [Slot(i) for i in range(max(1, workers))]
+
     # ------------------------------------------------------------------ Executor
 
     def run(self, job: PreparedJob, slot: Slot, cancel: threading.Event, progress: Progress) -> JobResult:
@@ -308,6 +320,8 @@ class RayExecutor:
         options: dict[str, Any] = {"num_cpus": self.num_cpus, "max_retries": 0, "name": f"nki-job-{job.id[:8]}"}
         if self.pin:
             options["resources"] = {"neuron_cores": 1}
+        if self.task_env:
+            options["runtime_env"] = self.task_env
         try:
             ref = _task.options(**options).remote(job.request.model_dump_json(), job.id, self.spec, slot.index,
                                                   self.pin, self.hub)

@@ -31,8 +31,11 @@ ray = pytest.importorskip("ray")
 
 from cluster_probe import ProbeBackend, kernel
 from fastapi.testclient import TestClient
+from neuron_helpers import FAKE, example_kernel, fake_device, small_add_task
 from nki_agent.runner import cluster
 from nki_agent.runner.backends import PreparedJob, Slot
+from nki_agent.runner.backends.baseline import SDK_PATH_VAR
+from nki_agent.runner.backends.neuron import NeuronBackend
 from nki_agent.runner.backends.simulator import SimulatorBackend
 from nki_agent.runner.config import RunnerConfig
 from nki_agent.runner.jobs import prepare
@@ -206,6 +209,40 @@ def test_a_real_verify_through_the_cluster_gives_the_local_verdict(executor: clu
     assert ray.is_initialized()  # closing a borrowed cluster leaves it running
 
 
+PINNING = """import os, sys
+print("SEEN", os.environ.get("NEURON_RT_VISIBLE_CORES"), sorted(n for n in os.listdir("/dev") if n.startswith("neuron")),
+      file=sys.stderr)
+"""
+
+
+@pytest.mark.skipif(not jail.status().available, reason="the neuron backend runs only in the jail")
+def test_the_neuron_backend_on_the_cluster_runs_on_the_core_ray_gave_it(executor: cluster.RayExecutor,
+                                                                        tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fake Neuron SDK and device of the neuron backend's tests, on the node (``runtime_env``)."""
+    devices = fake_device(tmp_path, monkeypatch, devices=1)  # one device, two cores: /dev/neuron0
+    monkeypatch.setenv("NKI_AGENT_NEURON_LS", str(FAKE / "bin" / "neuron-ls"))
+    env = {k: os.environ[k] for k in (jail.TEST_DEVICE_DIR, SDK_PATH_VAR, "NKI_AGENT_NEURON_LS")}
+    assert env[jail.TEST_DEVICE_DIR] == str(devices)
+    remote = cluster.RayExecutor("local", NeuronBackend(), runtime_env={"env_vars": env})
+    assert remote.pin and remote.spec == "neuron" and remote.task_env == {"env_vars": env}
+    text = PINNING + example_kernel("kernel_new.py")
+    try:
+        for kernel_text, correct in ((text, True), (text.replace("op=nl.add", "op=nl.subtract"), False)):
+            events: list[str] = []
+            prepared_job = job(tmp_path, kernel_text, task=small_add_task(), seeds=2)
+            there = run(remote, prepared_job, events=events)
+            core = next(int(e.rsplit(" ", 1)[1]) for e in events if "NeuronCore" in e and e.startswith("running"))
+            here = NeuronBackend().run(prepared_job, Slot(0, core, ("/dev/neuron0",)), threading.Event(),
+                                       lambda m: None)
+            assert there.backend == here.backend == "neuron" and there.sandbox == here.sandbox == "bwrap"
+            assert (there.correct, there.stage) == (here.correct, here.stage) and there.correct is correct
+            assert f"SEEN {core} ['neuron0']" in there.stderr, there.stderr
+            assert f"fake-nrt: NeuronCore {core} on /dev/neuron0" in there.stderr
+    finally:
+        remote.close()
+
+
 def test_the_service_with_cluster_local_answers_a_job(executor: cluster.RayExecutor, tmp_path: Path) -> None:
     config = RunnerConfig(cluster="local", state_dir=str(tmp_path / "state"), workers=2, cache=False,
                           unsafe_no_sandbox=not jail.status().available)  # the probe runs no user code
@@ -240,6 +277,7 @@ def test_a_cluster_without_neuron_cores_is_refused_at_start(executor: cluster.Ra
     plain = cluster.RayExecutor("local", ProbeBackend())  # the same cluster, a CPU a job
     try:
         assert not plain.pin and plain.capacity == 2
+        assert plain.slots(3) == [Slot(0), Slot(1), Slot(2)]  # plain: the core is chosen on the node
     finally:
         plain.close()
     monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 2.0})

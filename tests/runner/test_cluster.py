@@ -41,7 +41,7 @@ from nki_agent.runner.config import RunnerConfig
 from nki_agent.runner.jobs import prepare
 from nki_agent.runner.service import build
 from nki_agent.toolchain import api, jail
-from nki_agent.toolchain.protocol import JobRequest, JobResult, SourceFile
+from nki_agent.toolchain.protocol import JobRequest, JobResult, SourceFile, VerifyResult
 
 HERE = Path(__file__).resolve().parent
 ADD = HERE.parents[1] / "examples" / "l1_add"
@@ -235,6 +235,7 @@ def test_the_neuron_backend_on_the_cluster_runs_on_the_core_ray_gave_it(executor
             core = next(int(e.rsplit(" ", 1)[1]) for e in events if "NeuronCore" in e and e.startswith("running"))
             here = NeuronBackend().run(prepared_job, Slot(0, core, ("/dev/neuron0",)), threading.Event(),
                                        lambda m: None)
+            assert isinstance(there, VerifyResult) and isinstance(here, VerifyResult)
             assert there.backend == here.backend == "neuron" and there.sandbox == here.sandbox == "bwrap"
             assert (there.correct, there.stage) == (here.correct, here.stage) and there.correct is correct
             assert f"SEEN {core} ['neuron0']" in there.stderr, there.stderr

@@ -60,6 +60,7 @@ from ..toolchain.protocol import (
 )
 from .backends import Backend, PreparedJob, Progress, Slot
 from .config import ConfigError
+from .jobs import prepare
 
 TICK_S = 0.2  # how often the wait loop looks at the job's cancel event
 POLL_S = 10.0  # the longest a progress poll waits inside the hub
@@ -120,8 +121,12 @@ def node_slot(backend: Backend, index: int, core_id: int | None) -> Slot:
 
 
 def visible_core() -> int | None:
-    """The NeuronCore Ray gave this task (``NEURON_RT_VISIBLE_CORES``, its first when it lists several)."""
+    """The NeuronCore Ray gave this task (``NEURON_RT_VISIBLE_CORES``, its first when it lists several;
+    else Ray's own record, when the node opted out of setting the variable)."""
     value = os.environ.get("NEURON_RT_VISIBLE_CORES", "").split(",")[0].split("-")[0].strip()
+    if not value.isdigit():
+        with contextlib.suppress(Exception):
+            value = str((ray.get_runtime_context().get_accelerator_ids().get("neuron_cores") or [""])[0])
     return int(value) if value.isdigit() else None
 
 
@@ -221,8 +226,6 @@ def run_on_node(request_json: str, job_id: str, spec: str, index: int, pinned: b
         sweep_orphans(root)
     folder = tempfile.mkdtemp(prefix=f"job-{job_id[:8]}-{os.getpid()}-", dir=root)
     try:
-        from .jobs import prepare
-
         result = backend.run(prepare(job_id, request, folder), slot, threading.Event(), post)
     finally:
         shutil.rmtree(folder, ignore_errors=True)

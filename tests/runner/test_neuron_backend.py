@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import shutil
 import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from neuron_helpers import FAKE, example_kernel, fake_device, prepared, small_add_task
@@ -213,3 +215,28 @@ def test_without_nkipy_a_new_api_kernel_is_verified_but_not_timed(tmp_path: Path
     res = _run(b, tmp_path, "profile", example_kernel(NEW), seeds=1)
     assert res.correct and res.stage == "correct" and res.latency.kind == "not measured" and res.baseline is None
     assert any(p.code == "runner_not_measured" and "nkipy is not installed" in p.message for p in res.problems)
+
+
+def test_poison_fills_floats_with_nan_and_other_dtypes_with_ff_bytes() -> None:
+    import ml_dtypes
+    import numpy as np
+    from nki_agent.toolchain.device_role import poison
+
+    f, b, i, u, flags = (np.ones((4, 3), np.float32), np.ones((2, 2), ml_dtypes.bfloat16), np.zeros(5, np.int32),
+                         np.zeros(3, np.uint8), np.zeros(2, bool))
+    strided = np.zeros((4, 4), np.int16)[:, ::2]
+    poison([f, b, i, u, flags, strided, "not an array"])
+    assert np.isnan(f).all() and np.isnan(b.astype(np.float32)).all()
+    assert (i == -1).all() and (u == 0xFF).all() and (flags.view(np.uint8) == 0xFF).all() and (strided == -1).all()
+
+
+def test_the_device_role_reports_a_missing_sdk_without_crashing(tmp_path: Path) -> None:
+    from nki_agent.toolchain.device_role import device_role
+
+    kernel = tmp_path / "kernel.py"
+    kernel.write_text(example_kernel(CLASSIC))
+    frames: Iterator[tuple[dict[str, Any], list[Any]]] = iter([({"kind": "settings", "settings": {}}, []),
+                                                               ({"kind": "end"}, [])])
+    reply, _ = device_role({"kernel": str(kernel), "sdk_path": []}, lambda: next(frames), lambda h, a: None)
+    assert [p["code"] for p in reply["result"]["problems"]] == ["runner_sdk_missing"]
+    assert "neuronx-cc" in reply["result"]["problems"][0]["message"] and not reply["result"]["compiled"]

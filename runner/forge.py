@@ -49,7 +49,11 @@ Different, and why
   * Extra fields on every answer: ``job_id`` (``GET /v1/jobs/{id}`` has the full typed result),
     ``core_id``, ``nki_version``, ``sandbox``. Extensions of the requests: verify's ``seeds`` (visible
     seeds, default 3), profile's ``reference_source`` (then profile also judges the kernel and answers
-    ``correct``; without it nothing is judged, as in Kernel Forge, and ``correct`` is null).
+    ``correct``; without it nothing is judged, as in Kernel Forge, and ``correct`` is null). The
+    backends time only kernels judged correct, so a profile without reference first simulates the
+    kernel once (a ``simulate`` job) to learn its output shapes, then is judged against a reference
+    that accepts any finite output of those shapes: a kernel that does not run, or leaves outputs
+    unwritten (NaN), is not timed.
   * The files of a job have fixed names (``forge_kernel.py``, ``forge_task.py``), never ``kernel_name``:
     a kernel named ``numpy`` must not shadow an import of the task. ``reference_source`` lives inside
     the task file, which the kernel's jail cannot open.
@@ -69,7 +73,15 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
-from ..toolchain.protocol import ErrorBody, JobRequest, JobStatus, Latency, ProblemInfo, SourceFile
+from ..toolchain.protocol import (
+    ErrorBody,
+    JobRequest,
+    JobStatus,
+    Latency,
+    ProblemInfo,
+    SimulateResult,
+    SourceFile,
+)
 from .app import SYNC_WAIT_S, Context, HTTPError
 from .forge_bodies import (
     KERNEL_FILE,
@@ -92,6 +104,7 @@ from .forge_bodies import (
     ForgeVerifyAnswer,
     ForgeVerifyRequest,
     job_request,
+    needs_outputs,
     parse,
 )
 
@@ -232,6 +245,14 @@ def profile_answer(status: JobStatus, req: ForgeProfileRequest | ForgeBaselineRe
     return ForgeProfileAnswer(**common)
 
 
+def _output_shapes(status: JobStatus) -> list[list[int]] | None:
+    """The output shapes of a kernel's simulated run, or None when it did not run cleanly."""
+    r = status.result
+    if not isinstance(r, SimulateResult) or not r.ran or any(p.severity == "error" for p in r.problems):
+        return None
+    return [list(o.shape) for o in r.outputs]
+
+
 def answer(req: ForgeRequest, status: JobStatus, nki_version: str | None = None) -> BaseModel:
     if req.op == "compile":
         return compile_answer(status, nki_version)
@@ -322,23 +343,33 @@ def install(app: FastAPI, ctx: Context) -> None:
 
         async def settle_oldest() -> None:
             i, req, st = pending.popleft()
-            if st.state in ("queued", "running"):
-                st = await app.state.wait_for(st.id, owner, SYNC_WAIT_S)
-            out[i] = answer(req, st, version)
+            out[i] = answer(req, await ended(st, owner), version)
+
+        async def submit(job: JobRequest) -> JobStatus:
+            while True:
+                try:
+                    return await anyio.to_thread.run_sync(app.state.submit, job, owner)
+                except HTTPError as e:  # a full queue says Retry-After; a refusal does not
+                    if e.status != 503 or "Retry-After" not in e.headers or not pending:
+                        raise
+                    await settle_oldest()
 
         try:
             for i, p in enumerate(parsed):
                 if isinstance(p, ForgeUnknownOp):  # runs nothing: its answer is itself
                     continue
                 job = job_request(p)
-                while True:
-                    try:
-                        pending.append((i, p, await anyio.to_thread.run_sync(app.state.submit, job, owner)))
-                        break
-                    except HTTPError as e:  # a full queue says Retry-After; a refusal does not
-                        if e.status != 503 or "Retry-After" not in e.headers or not pending:
-                            raise
-                        await settle_oldest()
+                if needs_outputs(p):  # a profile without reference: first learn the kernel's output shapes
+                    simulated = await submit(job_request(p, op="simulate"))
+                    pending.append((i, p, simulated))
+                    simulated = await ended(simulated, owner)
+                    pending.pop()
+                    shapes = _output_shapes(simulated)
+                    if shapes is None:
+                        out[i] = answer(p, simulated, version)
+                        continue
+                    job = job_request(p, outputs=shapes)
+                pending.append((i, p, await submit(job)))
             while pending:
                 await settle_oldest()
         except BaseException:
@@ -346,6 +377,11 @@ def install(app: FastAPI, ctx: Context) -> None:
                 ctx.manager.cancel(st.id, owner)
             raise
         return out
+
+    async def ended(status: JobStatus, owner: str) -> JobStatus:
+        if status.state in ("queued", "running"):
+            return await app.state.wait_for(status.id, owner, SYNC_WAIT_S)
+        return status
 
     def reply(model: BaseModel, status: int = 200) -> JSONResponse:
         return JSONResponse(model.model_dump(mode="json"), status_code=status)

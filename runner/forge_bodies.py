@@ -332,33 +332,61 @@ class Model(torch.nn.Module):
 _WITHOUT_REFERENCE = '''
 
 def reference(*args):
-    """No reference_source (compile, profile): the kernel must run, nothing is judged."""
+    """No reference_source (compile, or the simulate run before a profile): the kernel runs, nothing is judged."""
     return args[0]
 '''
 
+_ANY_OUTPUT = '''
+
+OUTPUT_SHAPES = {shapes!r}
+
+
+def reference(*args):
+    """No reference_source: Kernel Forge's profile judges nothing. The backends time only kernels judged
+    correct, so this reference accepts any finite output of the shapes the kernel returned when simulated."""
+    out = [np.zeros(shape, np.float32) for shape in OUTPUT_SHAPES]
+    return out[0] if len(out) == 1 else out
+'''
+ANY_OUTPUT_ATOL = 1e300  # with zeros as the expected outputs: every finite value is within it
+
 
 def task_source(op: str, specs: list[ForgeInputSpec], reference: str | None, kernel_name: str,
-                atol: float = 1e-3, rtol: float = 1e-3) -> str:
-    """The task module of a Kernel Forge request (the toolchain's task format, ``toolchain/tasks.py``)."""
+                atol: float = 1e-3, rtol: float = 1e-3, outputs: list[list[int]] | None = None) -> str:
+    """The task module of a Kernel Forge request (the toolchain's task format, ``toolchain/tasks.py``);
+    ``outputs``: the kernel's output shapes, for a profile without reference (see ``_ANY_OUTPUT``)."""
+    if outputs is not None:
+        atol, rtol = ANY_OUTPUT_ATOL, 0.0
     text = _TASK.format(op=op, kernel_name=kernel_name, atol=float(atol), rtol=float(rtol),
                         specs=[(tuple(s.shape), s.dtype) for s in specs], reference=reference or "")
-    return text + (_WITH_REFERENCE if reference is not None else _WITHOUT_REFERENCE)
+    if reference is not None:
+        return text + _WITH_REFERENCE
+    if outputs is not None:
+        return text + _ANY_OUTPUT.format(shapes=[tuple(o) for o in outputs])
+    return text + _WITHOUT_REFERENCE
 
 
 _PLACEHOLDER_KERNEL = "# Kernel Forge's baseline op times the reference only; there is no kernel.\n"
 
 
-def job_request(req: ForgeRequest) -> JobRequest:
-    """The typed job of a validated Kernel Forge request."""
-    reference = None if req.op == "compile" else getattr(req, "reference_source", None)
+def needs_outputs(req: ForgeRequest) -> bool:
+    """A profile without reference_source is judged against its own output shapes, learnt by a simulate run."""
+    return isinstance(req, ForgeProfileRequest) and req.reference_source is None
+
+
+def job_request(req: ForgeRequest, outputs: list[list[int]] | None = None, op: str | None = None) -> JobRequest:
+    """The typed job of a validated Kernel Forge request (``op="simulate"``: the run that learns the
+    kernel's output shapes; then ``outputs`` for the profile itself)."""
+    op = op or req.op
+    reference = None if op in ("compile", "simulate") else getattr(req, "reference_source", None)
     kernel_name = getattr(req, "kernel_name", "nki_kernel")
     tol = (getattr(req, "atol", 1e-3), getattr(req, "rtol", 1e-3))
-    task = task_source(req.op, req.input_specs, reference, kernel_name, *tol)
+    task = task_source(req.op, req.input_specs, reference, kernel_name, *tol, outputs=outputs)
     kernel = getattr(req, "kernel_source", _PLACEHOLDER_KERNEL)
     return JobRequest.model_validate({
-        "op": req.op, "kernel": SourceFile(name=KERNEL_FILE, text=kernel), "task": SourceFile(name=TASK_FILE, text=task),
-        "kernel_name": kernel_name, "seeds": getattr(req, "seeds", 3 if reference is not None else 1), "warmup": getattr(req, "warmup_runs", 5),
-        "iterations": getattr(req, "measure_runs", 50), "timeout_s": TIMEOUTS[req.op]})
+        "op": op, "kernel": SourceFile(name=KERNEL_FILE, text=kernel), "task": SourceFile(name=TASK_FILE, text=task),
+        "kernel_name": kernel_name, "seeds": getattr(req, "seeds", 3 if reference is not None else 1),
+        "warmup": getattr(req, "warmup_runs", 5), "iterations": getattr(req, "measure_runs", 50),
+        "timeout_s": TIMEOUTS["compile" if op == "simulate" else op]})
 
 
 def parse(item: Any) -> ForgeRequest | ForgeUnknownOp:

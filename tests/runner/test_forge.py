@@ -246,6 +246,20 @@ def _done(result: Any) -> JobStatus:
                      result=result, core_id=1)
 
 
+def test_a_profile_without_reference_accepts_any_finite_output_of_the_simulated_shapes(tmp_path):
+    parsed = parse(body("mcp_profile.json"))
+    assert not isinstance(parsed, ForgeUnknownOp)
+    assert job_request(parsed, op="simulate").op == "simulate"
+    job = job_request(parsed, outputs=[[128, 256], [4]])
+    assert job.task is not None
+    path = tmp_path / job.task.name
+    path.write_text(job.task.text)
+    task = load_task(str(path))
+    _, expected, _ = draw(task, 0)
+    assert [e.shape for e in expected] == [(128, 256), (4,)] and not any(e.any() for e in expected)
+    assert task.tolerance["atol"] >= 1e300  # any finite output passes, NaN (never written) does not
+
+
 def test_measured_latency_maps_to_kernel_forge_fields_with_a_true_mean():
     lat = Latency(kind="measured", source="nki.benchmark", p50_us=10.0, p99_us=30.0, min_us=9.0, max_us=31.0,
                   mean_us=12.5, std_us=4.0, iterations=37, warmup=5, core_id=1)
@@ -353,6 +367,12 @@ def test_profile_never_invents_latency(http):
             assert answer["success"] is True and answer["latency_mean_us"] > 0
         assert answer["flops_utilization"] is None
         assert answer["correct"] is None and answer["seeds"] == 0  # no reference_source: nothing judged
+        # the backends time only kernels judged correct: judged against "any finite output of its shapes"
+        job = http.get(f"/v1/jobs/{answer['job_id']}").json()
+        assert job["op"] == "profile" and job["result"]["correct"] is True, job
+    broken = http.post("/reward", json=dict(body("mcp_profile.json"), kernel_source=src("broken.py"))).json()
+    assert_forge_fields("profile", broken)
+    assert broken["success"] is False and "kernel_source:" in broken["error"]
     judged = http.post("/reward", json=dict(body("agent_profile.json"), reference_source=src("scale_reference.py")))
     assert judged.json()["correct"] is True and judged.json()["seeds"] >= 4  # the extension: judged as verify
 
@@ -486,3 +506,24 @@ def test_messages_hide_the_runners_paths(http, forge_runner):
     assert "kernel_source:2:" in text
     ref = http.post("/reward", json=dict(body("mcp_verify.json"), reference_source="def reference(a, b):\n    (\n"))
     assert ref.json()["error"].startswith("error: reference_source:2: "), ref.json()
+
+
+@pytest.mark.skipif(not jail.status().available, reason="the fake device is bound into the jail")
+def test_on_the_neuron_backend_a_profile_without_reference_is_timed(runner_factory, tmp_path, monkeypatch):
+    from neuron_helpers import fake_device
+
+    fake_device(tmp_path, monkeypatch, devices=1)  # tests/fixtures/fake_neuron: the recorded trn1 figures
+    live = runner_factory(backend="neuron")
+    with httpx.Client(base_url=live.url, timeout=WAIT_S) as http:
+        answer = http.post("/reward", json=body("agent_profile.json")).json()
+        verify = http.post("/reward", json=body("mcp_verify.json")).json()
+    assert_forge_fields("profile", answer)
+    assert answer["success"] is True and answer["error"] is None, answer
+    assert answer["latency_kind"] == "measured" and answer["correct"] is None
+    assert answer["latency_median_us"] > 0 and answer["latency_std_us"] is not None
+    assert answer["latency_mean_us"] != answer["latency_median_us"]  # a true mean, not the p50
+    assert answer["throughput_ops_per_s"] == pytest.approx(1e6 / answer["latency_mean_us"])
+    assert isinstance(answer["core_id"], int) and answer["nki_version"] and answer["sandbox"] == "bwrap"
+    assert 1 <= answer["measure_runs"] <= 50 and answer["warmup_runs"] == 5
+    assert_forge_fields("verify", verify)
+    assert verify["correct"] is True and verify["seeds"] >= 4

@@ -101,7 +101,7 @@ def runner_factory(tmp_path: Path) -> Iterator[Callable[..., LiveRunner]]:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.bind(("127.0.0.1", 0))
         sock.listen(64)
-        server = _Server(uvicorn.Config(svc.app, log_level="warning", access_log=False, lifespan="off",
+        server = _Server(uvicorn.Config(svc.app, log_level="warning", access_log=False,
                                         timeout_graceful_shutdown=2))
         thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="test-runner", daemon=True)
         thread.start()

@@ -76,7 +76,9 @@ class JobManager:
         self.executor: Executor = executor or backend
         self.use_cache = use_cache
         self.accept = accept
-        self.slots = backend.slots(workers)
+        # a cluster chooses the NeuronCore on its node: its executor says how many slots it has
+        slots = getattr(self.executor, "slots", None)
+        self.slots = slots(workers) if callable(slots) else backend.slots(workers)
         self.queue_size = queue_size
         self.per_owner = per_owner or max(8, queue_size // 4)
         self._queue: queue.Queue[object] = queue.Queue()

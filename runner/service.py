@@ -52,6 +52,9 @@ class Runner:
 
     def close(self) -> None:
         self.manager.close()
+        close = getattr(self.manager.executor, "close", None)
+        if callable(close):
+            close()
         self.store.close()
 
 

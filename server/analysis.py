@@ -7,8 +7,12 @@ They run in worker threads (never on the event loop) and know nothing about LSP:
   private temporary copy of the buffer (the toolchain reads files; the server must analyse the
   buffer, not the disk). Problem paths that name the copy are mapped back to the document.
 
+- ``remote``: a profile job (verify + latency) on the remote runner at ``runnerUrl``
+  (``runner.client.RemoteRunner`` sends the buffer's copy, its task and sibling modules); the local
+  verification runs too, and ``disagreement`` flags different verdicts.
+
 Tiers are labelled by ``source``: ``nki-check`` (as you type), ``nki-sim`` (on save),
-``nki-verify`` (on save when enabled, or the Verify command). The real compiler is a seam:
+``nki-verify`` (on save when enabled, or the Verify command), ``nki-runner`` (remote on save). The real compiler is a seam:
 ``compiler_backend`` names the toolchain, and only ``embedded`` exists today.
 """
 
@@ -28,6 +32,7 @@ from ..diagnostics.static import check_text
 from ..toolchain import api
 from ..toolchain.errors import doc_url
 from ..toolchain.protocol import SimulateResult, TraceEntry, VerifyResult
+from ..toolchain.runner import Runner
 from .documents import MAX_DOC_BYTES, Snapshot
 from .settings import ServerSettings
 from .tasks import SELF, TaskRef
@@ -36,6 +41,9 @@ STATIC_SOURCE = "nki-check"
 SIM_SOURCE = "nki-sim"
 VERIFY_SOURCE = "nki-verify"
 SERVER_SOURCE = "nki-agent"
+REMOTE_SOURCE = "nki-runner"
+DISAGREE = "sim_runner_disagrees"  # the local simulator and the remote runner reached different verdicts
+REMOTE_TIMEOUT = 300.0  # seconds a remote job may take (queue wait on the runner comes on top)
 WRONG_RESULT = "sim_wrong_result"  # verification ran but the outputs differ from the reference
 _KERNEL_DEF = re.compile(r"^[ \t]*@[\w.]*(?:jit|trace|baremetal)\b.*\n(?:[ \t]*@.*\n)*(?P<def>[ \t]*(?:async[ \t]+)?def )",
                          re.MULTILINE)
@@ -54,7 +62,7 @@ class StaticResult:
 class RunResult:
     """A simulation or verification of one buffer revision: the toolchain's typed result and its diagnostics."""
 
-    kind: str  # simulate | verify
+    kind: str  # simulate | verify | remote (a profile job on the remote runner)
     revision: int
     version: int
     diagnostics: tuple[Diagnostic, ...]
@@ -101,8 +109,10 @@ def fixes_for(result: StaticResult, snap: Snapshot, settings: CheckSettings, ind
 
 
 def run(kind: str, snap: Snapshot, task: TaskRef, settings: ServerSettings,
-        cancel: threading.Event | None = None) -> RunResult:
-    """Simulate or verify the buffer of ``snap`` against ``task`` in the sandbox (``cancel`` kills it)."""
+        cancel: threading.Event | None = None, remote: Runner | None = None) -> RunResult:
+    """Simulate or verify the buffer of ``snap`` against ``task`` in the sandbox (``cancel`` kills it);
+    ``kind`` "remote": verify and time it on ``remote`` (a ``RemoteRunner``; its connection errors —
+    ``RunnerError`` — propagate, for one status message instead of diagnostics)."""
     tmpdir = tempfile.mkdtemp(prefix="nki-agent-")
     try:
         kernel = os.path.join(tmpdir, os.path.basename(snap.path) or "kernel.py")
@@ -114,13 +124,16 @@ def run(kind: str, snap: Snapshot, task: TaskRef, settings: ServerSettings,
         folder = os.path.dirname(snap.path) if snap.path else ""
         search = [folder] if folder and os.path.isdir(folder) else []
         res: VerifyResult | SimulateResult
-        if kind == "verify":
+        if kind == "remote" and remote is not None:
+            res = remote.profile(kernel, task_path, seeds=3, target=target, kernel_name=None, timeout=REMOTE_TIMEOUT,
+                                 cancel=cancel, search_path=search, protect=())
+        elif kind == "verify":
             res = api.verify(kernel, task_path, seeds=3, target=target, timeout=SIM_TIMEOUT, cancel=cancel,
                              search_path=search)
         else:
             res = api.simulate(kernel, task_path, target=target, timeout=SIM_TIMEOUT, cancel=cancel,
                                search_path=search)
-        source = VERIFY_SOURCE if kind == "verify" else SIM_SOURCE
+        source = {"verify": VERIFY_SOURCE, "remote": REMOTE_SOURCE}.get(kind, SIM_SOURCE)
         diags = tuple(_relocate(from_problem(p, source, snap.path), kernel, snap, task.path)
                       for p in res.problem_list())
         if isinstance(res, VerifyResult) and res.compiled and not res.correct and not diags:
@@ -128,6 +141,20 @@ def run(kind: str, snap: Snapshot, task: TaskRef, settings: ServerSettings,
         return RunResult(kind, snap.revision, snap.version, diags, res, task.path)
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def disagreement(local: RunResult, remote: RunResult, snap: Snapshot, where: str) -> Diagnostic | None:
+    """A diagnostic when both verified this revision and reached different verdicts (else None)."""
+    lr, rr = local.result, remote.result
+    if not (isinstance(lr, VerifyResult) and isinstance(rr, VerifyResult) and lr.compiled and rr.compiled):
+        return None
+    if lr.correct == rr.correct or local.revision != remote.revision:
+        return None
+    verdict = {True: "correct", False: "wrong"}
+    line = _kernel_line(snap.text)
+    return Diagnostic(DISAGREE, "warning", f"the embedded simulator says {verdict[lr.correct]}, the runner at {where} "
+                      f"({rr.backend} backend) says {verdict[rr.correct]}", snap.path, line, 1, line, 2, REMOTE_SOURCE,
+                      doc_url(DISAGREE))
 
 
 def wrong_result(res: VerifyResult, snap: Snapshot, source: str) -> Diagnostic:

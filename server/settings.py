@@ -30,7 +30,10 @@ class ServerSettings(BaseModel):
                             "API generation's default: trn1 for classic kernels, trn3 for new ones).")
     api_generation: Literal["auto", "classic", "new"] = Field(
         "auto", description="NKI API generation your SDK accepts (new: NKI >= 0.4 rejects classic kernels).")
-    runner_url: str = Field("", description="URL of a remote Trainium runner for verification (not available yet).")
+    runner_url: str = Field("", description="URL of a remote runner (nki-agent runner serve on a Trainium host) for "
+                                        "verifyOnSave \"remote\" and the Verify command; its token comes from "
+                                        "runnerTokenFile or NKI_AGENT_RUNNER_TOKEN in the server's environment.")
+    runner_token_file: str = Field("", description="File holding the remote runner's bearer token (first line).")
     model_backend: str = Field(
         "rules", description="Backends of the fix agent, cheapest first (comma-separated; the router escalates "
                              "along the chain): rules (offline quick fixes), anthropic[:MODEL] (Claude; needs "
@@ -44,7 +47,10 @@ class ServerSettings(BaseModel):
     trust_local: bool = Field(False, description="Apply agent fixes verified without the OS sandbox (on machines "
                                                  "where Linux namespaces are unavailable). Off: such fixes are shown, "
                                                  "not applied.")
-    verify_on_save: bool = Field(False, description="Verify the kernel against its task (all seeds) on every save.")
+    verify_on_save: Literal["off", "local", "remote"] = Field(
+        "off", description="Verify the kernel against its task (all seeds) on every save: off, local (the embedded "
+                           "simulator, in the OS sandbox), or remote (the runner at runnerUrl: correctness on its "
+                           "backend plus measured latency; the local simulation still runs for hovers).")
     simulate_on_save: bool = Field(True, description="Simulate the kernel on its task's inputs on every save.")
     # 20 ms: a re-check after an edit costs 2-4 ms, so this only coalesces a burst of keystrokes
     debounce_ms: int = Field(20, ge=0, le=5000, description="Delay after the last keystroke before static checks run.")
@@ -61,6 +67,13 @@ class ServerSettings(BaseModel):
             parse_chain(v)
         except SpecError as e:
             raise ValueError(str(e)) from None
+        return v
+
+    @field_validator("verify_on_save", mode="before")
+    @classmethod
+    def _legacy_bool(cls, v: Any) -> Any:
+        if isinstance(v, bool):  # the setting was a boolean before the remote runner
+            return "local" if v else "off"
         return v
 
     @field_validator("runner_url")

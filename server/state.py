@@ -27,6 +27,7 @@ from .analysis import RunResult, StaticResult
 from .convert import file_uri, to_lsp_diagnostic
 from .documents import DocumentStore, Snapshot, uri_to_path
 from .facts import Facts, static_facts
+from .remote import Remote
 from .settings import DEFAULTS, ServerSettings
 from .tasks import TaskRef, discover
 
@@ -66,6 +67,7 @@ class ServerState:
         self.static_pool = ThreadPoolExecutor(2, thread_name_prefix="nki-static")
         self.run_pool = ThreadPoolExecutor(2, thread_name_prefix="nki-run")
         self.notified: set[str] = set()  # one-time messages already shown
+        self.remote = Remote(self)
 
     # -- helpers ---------------------------------------------------------------------------------
     def doc(self, uri: str) -> DocState:
@@ -151,17 +153,23 @@ class ServerState:
         return result
 
     def on_save(self, snap: Snapshot) -> None:
+        """simulate (or verify, ``verifyOnSave`` local / remote) the saved revision; ``remote`` also sends
+        it to the runner (the local run still gives hovers their trace and flags a disagreement)."""
         if snap.too_large:
             return
-        if not (self.settings.simulate_on_save or self.settings.verify_on_save):
+        mode = self.settings.verify_on_save
+        if not (self.settings.simulate_on_save or mode != "off"):
             return
         task = self.task_of(snap)
         if task is None:
             return
-        if self.settings.runner_url:
-            self.show_once("runner", "NKI Agent: remote runner not available yet; using the embedded simulator.")
-        kind = "verify" if self.settings.verify_on_save else "simulate"
+        if mode == "remote" and not self.settings.runner_url:
+            self.show_once("runner-url", 'NKI Agent: verifyOnSave is "remote" but nkiAgent.runnerUrl is empty; '
+                           "verifying with the embedded simulator.", T.MessageType.Warning)
+        kind = "verify" if mode != "off" else "simulate"
         asyncio.ensure_future(self._run_and_refresh(kind, snap, task))
+        if mode == "remote" and self.settings.runner_url:
+            asyncio.ensure_future(self.remote.run(snap, task))
 
     async def _run_and_refresh(self, kind: str, snap: Snapshot, task: TaskRef) -> None:
         result = await self.run(kind, snap, task)
@@ -204,6 +212,11 @@ class ServerState:
         for kind, run in st.runs.items():
             if run.revision == snap.revision:
                 out.extend((kind, k, d) for k, d in enumerate(run.diagnostics))
+        local, remote = st.runs.get("verify"), st.runs.get("remote")
+        if local is not None and remote is not None and local.revision == remote.revision == snap.revision:
+            differ = analysis.disagreement(local, remote, snap, remote.result.runner)
+            if differ is not None:
+                out.append(("remote", len(remote.diagnostics), differ))
         return snap, out
 
     def path_to_uri(self, uri: str, path: str) -> str | None:

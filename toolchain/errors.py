@@ -69,6 +69,7 @@ SIMULATOR: dict[str, tuple[str, str]] = {
     "sim_task_error": ("the task module is invalid", _TILING),
     "sim_input_mutated": ("the kernel wrote into one of its inputs", _TILING),
     "sim_wrong_result": ("kernel output differs from the reference", _TILING),
+    "sim_runner_disagrees": ("the simulator and the remote runner disagree on correctness", _TILING),
     "sim_worker_crash": ("the simulation process died", _TILING),
     "sim_cancelled": ("the simulation was cancelled", _TILING),
     "sim_sandbox_violation": ("the kernel did something the sandbox forbids", _TILING),

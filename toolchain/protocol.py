@@ -156,6 +156,20 @@ class Latency(_Model):
     core_id: int | None = None
     target: str | None = None
 
+    def summary(self) -> str:
+        """One line for people: "p50 12.3 µs (p99 12.9, n=50) measured on NeuronCore 0", "≈ 6.9 ms est.", ..."""
+        if self.kind == "not measured" or self.p50_us is None:
+            return "latency not measured"
+
+        def t(us: float) -> str:
+            return f"{us / 1000:.3g} ms" if us >= 1000 else f"{us:.3g} µs"
+
+        if self.kind == "estimated":
+            return f"≈ {t(self.p50_us)} est." + (f" {self.target}" if self.target else "")
+        extra = f"p99 {t(self.p99_us)}, " if self.p99_us is not None else ""
+        where = f" on NeuronCore {self.core_id}" if self.core_id is not None else ""
+        return f"p50 {t(self.p50_us)} ({extra}n={self.iterations}) measured{where}"
+
 
 # ---------------------------------------------------------------- results
 

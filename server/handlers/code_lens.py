@@ -1,4 +1,5 @@
-"""textDocument/codeLens: above each kernel ``def``, the last verification and a Verify command."""
+"""textDocument/codeLens: above each kernel ``def``, the last verification and a Verify command; with a
+remote runner, its verdict and measured latency too."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types as T
 
-from ...toolchain.protocol import VerifyResult
+from ...toolchain.protocol import ProfileResult, VerifyResult
 from ..positions import to_lsp
 from .commands import VERIFY
 
@@ -30,6 +31,19 @@ def title(run: RunResult | None, backend: str) -> str:
     return f"NKI: ✗ {codes} ({backend}) — Verify again"
 
 
+def remote_title(run: RunResult) -> str:
+    """The remote runner's verdict and latency: "NKI runner: ✓ correct (simulator backend) · p50 ..."."""
+    res = run.result
+    where = f"{res.backend} backend" + (", UNSANDBOXED" if res.sandbox == "unsandboxed" else "")
+    latency = f" · {res.latency.summary()}" if isinstance(res, ProfileResult) else ""
+    if isinstance(res, VerifyResult) and res.correct:
+        return f"NKI runner: ✓ correct ({where}){latency}"
+    if isinstance(res, VerifyResult) and res.compiled:
+        return f"NKI runner: ✗ wrong result ({where}), max error {res.max_abs_error:.3g}"
+    codes = ", ".join(sorted({d.code for d in run.diagnostics})) or "failed"
+    return f"NKI runner: ✗ {codes} ({where})"
+
+
 def register(ls: NkiLanguageServer) -> None:
     @ls.feature(T.TEXT_DOCUMENT_CODE_LENS)
     async def code_lens(ls: NkiLanguageServer, params: T.CodeLensParams) -> list[T.CodeLens]:
@@ -39,6 +53,7 @@ def register(ls: NkiLanguageServer) -> None:
         facts = await ls.state.facts(snap)
         st = ls.state.docs.get(snap.uri)
         run = st.runs.get("verify") if st else None
+        remote = st.runs.get("remote") if st else None
         lines = snap.text.split("\n")
         out = []
         for k in facts.kernels:
@@ -46,4 +61,7 @@ def register(ls: NkiLanguageServer) -> None:
             rng = T.Range(T.Position(pl, 0), T.Position(pl, pc))
             out.append(T.CodeLens(range=rng, command=T.Command(
                 title=title(run, ls.state.settings.compiler_backend), command=VERIFY, arguments=[snap.uri])))
+            if remote is not None:
+                out.append(T.CodeLens(range=rng, command=T.Command(
+                    title=remote_title(remote), command=VERIFY, arguments=[snap.uri])))
         return out

@@ -105,8 +105,8 @@ def register(ls: NkiLanguageServer) -> None:
                 message="NKI: no task found for this kernel (add `# nki-task: path/to/task.py`, a sibling task.py, "
                         "or a nkiAgent.taskMap entry)"))
             return {"started": False, "reason": "no task"}
-        if ls.state.settings.runner_url:
-            ls.state.show_once("runner", "NKI Agent: remote runner not available yet; using the embedded simulator.")
+        if ls.state.settings.runner_url:  # the runner verifies (and times) it too; its result joins the lens
+            asyncio.ensure_future(ls.state.remote.run(snap, task))
         token = await progress_token(ls)
         job = asyncio.ensure_future(_verify_job(ls, snap, task, token))
         if token is not None:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types as T
 
+from ...toolchain.protocol import ProfileResult, VerifyResult
 from ...toolchain.targets import get_target
 from ...diagnostics import api_reference as api_table
 from ..explain import code_at, explain
@@ -138,9 +139,34 @@ async def hover_markdown(ls: NkiLanguageServer, snap: Snapshot, line0: int, char
     return "\n\n---\n\n".join(parts) if parts else None
 
 
+def _runner_markdown(ls: NkiLanguageServer, snap: Snapshot, kernel: str) -> str | None:
+    """The remote runner's last result for the document: verdict, backend, latency figures."""
+    st = ls.state.docs.get(snap.uri)
+    run = st.runs.get("remote") if st else None
+    if run is None or not isinstance(run.result, VerifyResult):
+        return None
+    res = run.result
+    verdict = "correct" if res.correct else ("wrong result" if res.compiled else "did not run")
+    stale = "" if run.revision == snap.revision else " (for an earlier version of this file)"
+    rows = [f"**{kernel}** — remote runner{stale}", "", "| | |", "|---|---|",
+            f"| verdict | {verdict} on {len(res.seeds)} seed(s) |", f"| runner | {res.runner} ({res.backend}) |"]
+    if isinstance(res, ProfileResult):
+        lat = res.latency
+        rows.append(f"| latency | {lat.summary()} |")
+        if lat.kind != "not measured" and lat.mean_us is not None:
+            rows.append(f"| mean ± std | {lat.mean_us:.4g} ± {lat.std_us or 0:.2g} µs |")
+        if res.speedup is not None:
+            rows.append(f"| speedup over baseline | {res.speedup:.3g}× |")
+    return "\n".join(rows)
+
+
 def _name_markdown(ls: NkiLanguageServer, snap: Snapshot, facts: Facts, name: str, line1: int,
                    lines: list[str]) -> str | None:
     for k in facts.kernels:
+        if k.name == name and k.line == line1:
+            md = _runner_markdown(ls, snap, k.name)
+            if md:
+                return md
         if any(p[0] == name and p[1] <= line1 for p in k.params) and k.line <= line1:
             shapes = ls.state.input_shapes(snap, facts).get(k.name, {})
             shape = shapes.get(name)

@@ -1,0 +1,117 @@
+"""The remote runner as the language server sees it: one client per URL and token, runs on save, status.
+
+With ``verifyOnSave: "remote"`` (or a runner URL and the Verify command) a save sends the buffer, its
+task and sibling modules to the runner at ``runnerUrl`` as a profile job (correctness on the runner's
+backend + latency), with LSP work-done progress while it runs. Its problems and wrong results become
+``nki-runner`` diagnostics; its latency goes to the code lens and the kernel's hover. A runner that is
+unreachable, refuses the token or stays busy produces ONE message per outage (never diagnostics);
+the next successful run re-arms the message. The token comes from ``runnerTokenFile`` or
+``NKI_AGENT_RUNNER_TOKEN`` in the server's environment and is never logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from typing import TYPE_CHECKING
+
+from lsprotocol import types as T
+
+from . import analysis
+from .analysis import RunResult
+from .documents import Snapshot
+from .tasks import TaskRef
+
+if TYPE_CHECKING:
+    from ..runner.client import RemoteRunner
+    from .state import ServerState
+
+log = logging.getLogger(__name__)
+OUTAGE = "runner-outage"
+
+
+def read_token(path: str) -> str | None:
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.readline().strip() or None
+    except OSError:
+        return None
+
+
+class Remote:
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+        self._client: RemoteRunner | None = None
+        self._key: tuple[str, str | None] | None = None
+
+    def client(self) -> RemoteRunner | None:
+        """The runner client for the current settings (None when no runner URL is set)."""
+        settings = self.state.settings
+        if not settings.runner_url:
+            return None
+        key = (settings.runner_url, read_token(settings.runner_token_file))
+        if self._client is None or self._key != key:
+            from ..runner.client import RemoteRunner
+
+            if self._client is not None:
+                self._client.close()
+            self._client = RemoteRunner(key[0], token=key[1], timeout=30.0)
+            self._key = key
+        return self._client
+
+    async def run(self, snap: Snapshot, task: TaskRef) -> RunResult | None:
+        """Verify and time ``snap`` on the runner; publish if still current. None when it did not run."""
+        from ..runner.client import RunnerError
+
+        client = self.client()
+        if client is None:
+            return None
+        from .handlers.commands import progress_token
+
+        server = self.state.server
+        token = await progress_token(server)
+        if token is not None:
+            server.work_done_progress.begin(token, T.WorkDoneProgressBegin(
+                title="NKI: verifying on the runner", message=client.url, cancellable=False))
+        loop = asyncio.get_running_loop()
+        stop = threading.Event()
+        outcome = "done"
+        try:
+            result = await loop.run_in_executor(self.state.run_pool, analysis.run, "remote", snap, task,
+                                                self.state.settings, stop, client)
+        except asyncio.CancelledError:
+            stop.set()
+            outcome = "cancelled"
+            return None
+        except RunnerError as e:
+            outcome = "runner unavailable"
+            self.state.show_once(OUTAGE, f"NKI Agent: {e} — on-save verification used the embedded simulator only; "
+                                 "it retries on the next save.", T.MessageType.Warning)
+            return None
+        except Exception:
+            outcome = "failed"
+            log.exception("remote run failed for %s", snap.uri)
+            self.state.stats.errors += 1
+            return None
+        finally:
+            if token is not None:
+                server.work_done_progress.end(token, T.WorkDoneProgressEnd(message=outcome))
+        self.state.notified.discard(OUTAGE)  # the runner answers again: a later outage is reported again
+        self.state.stats.sim_runs += 1
+        if snap.uri not in self.state.docs or self.state.store.get(snap.uri) is None:
+            return result
+        self.state.doc(snap.uri).runs["remote"] = result
+        if self.state.store.is_current(snap):
+            self.state.publish(snap.uri)
+        else:
+            self.state.stats.stale_dropped += 1
+        self.state.refresh_lenses()
+        return result
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None

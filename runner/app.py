@@ -25,7 +25,8 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .. import __version__
+from nki_agent import __version__
+
 from ..toolchain.protocol import Capabilities, ErrorBody, Health, JobRequest, JobStatus, Limits
 from . import auth
 from .config import RunnerConfig

@@ -37,7 +37,8 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 import httpx
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from .. import __version__
+from nki_agent import __version__
+
 from ..toolchain.protocol import (
     MAX_SEEDS,
     Capabilities,

@@ -11,7 +11,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from ... import __version__
+from nki_agent import __version__
+
 from ...toolchain import api, jail
 from ...toolchain.protocol import JobResult
 from . import BackendInfo, PreparedJob, Progress, Slot

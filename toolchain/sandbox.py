@@ -275,10 +275,15 @@ class Worker:
         if pipe.splitter is not None and pipe.splitter.buf and self.proc.returncode == 0:
             return self._failure("sim_worker_crash", "the worker's reply is truncated", stderr)
         rc = self.proc.returncode
-        if rc in (-signal.SIGKILL, -signal.SIGXCPU) or "MemoryError" in stderr:
-            code = "sim_memory_limit" if "MemoryError" in stderr or rc == -signal.SIGKILL else "sim_timeout"
-            what = "memory" if code == "sim_memory_limit" else "CPU time"
-            return self._failure(code, f"the simulation worker was stopped ({what} limit)", stderr)
+        # a signal: -N for the process we started; bwrap reports its child's signal N as 128 + N
+        sig = -rc if rc < 0 else rc - 128 if rc > 128 and self.sandbox == jail.JAIL else 0
+        if "MemoryError" in stderr:
+            return self._failure("sim_memory_limit", "the simulation worker was stopped (memory limit)", stderr)
+        if sig == signal.SIGXCPU:
+            return self._failure("sim_timeout", "the simulation worker was stopped (CPU time limit)", stderr)
+        if sig == signal.SIGKILL:
+            return self._failure("sim_worker_crash", "the simulation worker was killed (signal 9: the machine ran "
+                                 "out of memory, or something outside killed it)", stderr)
         return self._failure("sim_worker_crash", f"the simulation worker exited with status {rc}", stderr)
 
     def _wait(self) -> bool:

@@ -235,3 +235,19 @@ def test_worker_dies_with_its_parent_process(tmp_path: Path) -> None:
     finally:
         if _running(pid):
             os.killpg(pid, signal.SIGKILL)  # the worker leads its own session; never leave it spinning
+
+
+def test_a_worker_killed_from_outside_is_a_crash_not_a_memory_limit() -> None:
+    """SIGKILL of the jail (bwrap) itself, as an operator or the OOM killer would: a clear crash."""
+    import signal
+
+    from nki_agent.toolchain import sandbox
+
+    path = str(HOSTILE / "infinite_loop.py")
+    w = sandbox.start(sandbox.Job({"op": "simulate", "kernel": path, "task": path, "seed": 0}), timeout=120.0)
+    w.close_input()
+    os.kill(w.proc.pid, signal.SIGKILL)  # the process we started: bwrap, or the plain worker unjailed
+    reply = w.result()
+    assert reply.failed
+    assert reply.body["problem"]["code"] == "sim_worker_crash", reply.body
+    assert "signal 9" in reply.body["problem"]["message"]

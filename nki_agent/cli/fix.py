@@ -18,7 +18,7 @@ from ..agent.router import Router
 from ..agent.snapshot import Snapshot, apply_if_current
 from ..agent.trajectory import default_dir, mark_accepted
 from ..toolchain.task_discovery import SELF, discover
-from . import options
+from . import options, remote
 from .render import console, print_json
 
 GENERATIONS = ("auto", "classic", "new")
@@ -45,6 +45,8 @@ def command(
                                                  f"(default: {default_dir()})."),
     no_trajectory: bool = typer.Option(False, "--no-trajectory", help="Do not record the run."),
     json_out: bool = options.Json,
+    runner_url: Optional[str] = remote.RunnerUrl,
+    token_file: Optional[str] = remote.TokenFile,
 ) -> None:
     """Repair a kernel until it verifies against its task (offline rules, then a model if configured)."""
     target = options.validate_target(target)
@@ -78,7 +80,8 @@ def command(
         if e.kind in ("turn", "result", "route") and not json_out:
             console.print(f"[dim]{e.message}[/dim]  (${e.dollars:.4f}, {e.tokens} tokens)", highlight=False)
 
-    res = run_agent(snap, os.path.abspath(kernel), task, Router(tiers), cfg, self_task=self_task, on_event=show)
+    with remote.use_runner(runner_url, token_file):  # candidates are compiled and verified on the runner
+        res = run_agent(snap, os.path.abspath(kernel), task, Router(tiers), cfg, self_task=self_task, on_event=show)
     applied = False
     refused = res.edit is not None and not res.trusted(trust_local)
     if refused:  # stdout stays pure JSON with --json ("refused": true); the reason goes to stderr then

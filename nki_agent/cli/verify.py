@@ -9,7 +9,7 @@ import typer
 from ..diagnostics.model import from_problem
 from ..toolchain import api
 from ..toolchain.protocol import VerifyResult
-from . import options
+from . import options, remote
 from .render import console, print_diagnostics, print_json
 
 
@@ -33,10 +33,15 @@ def command(
     json_out: bool = options.Json,
     timeout: float = options.Timeout,
     in_process: bool = options.InProcess,
+    runner_url: Optional[str] = remote.RunnerUrl,
+    token_file: Optional[str] = remote.TokenFile,
 ) -> None:
     """Verify a kernel against its task's reference on several seeds."""
     target = options.validate_target(target)
-    res = api.verify(kernel, task, seeds, target, kernel_name, isolate=not in_process, timeout=timeout)
+    if runner_url and in_process:
+        raise typer.BadParameter("--in-process runs here; it cannot be combined with --runner", param_hint="--runner")
+    with remote.use_runner(runner_url, token_file):
+        res = api.verify(kernel, task, seeds, target, kernel_name, isolate=not in_process, timeout=timeout)
     diags = [from_problem(p, "nki-sim", kernel) for p in res.problem_list()]
     if json_out:
         out = res.model_dump(mode="json", exclude={"problems", "trace"})

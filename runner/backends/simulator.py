@@ -3,18 +3,21 @@
 compile / simulate / verify / profile go through ``toolchain.api`` exactly as local tools do (the
 verdict judged outside the kernel's process, plus one hidden seed the client never sees); latency
 comes from the cost model when there is one (labelled "estimated"), else "not measured";
-``baseline`` times the task's reference on CPU (``baseline.py``). Slots are plain worker slots.
+``baseline`` times the task's reference on CPU (``baseline.py``); ``sweep`` jobs are also judged on the
+task's unseen shapes (``sweep.py``). Slots are plain worker slots.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Any
 
 from nki_agent import __version__
 
 from ...toolchain import api, jail
-from ...toolchain.protocol import JobResult
+from ...toolchain.protocol import JobResult, VerifyResult
+from ..sweep import sweep
 from . import BackendInfo, PreparedJob, Progress, Slot
 
 HIDDEN_SEEDS = 1
@@ -51,5 +54,9 @@ class SimulatorBackend:
             from .baseline import run_baseline
 
             result = run_baseline(job, slot, cancel)
+        if r.sweep and isinstance(result, VerifyResult):  # ProfileResult too
+            check = functools.partial(api.verify, target=r.target, kernel_name=r.kernel_name, timeout=r.timeout_s,
+                                      cancel=cancel)
+            result = sweep(result, job.folder, job.kernel_path, job.task_path, check, r.timeout_s, cancel)
         result.backend = self.name
         return result

@@ -16,10 +16,11 @@ from nki_agent.toolchain.verify import verify_files
 BROKEN = Path(__file__).resolve().parents[1] / "fixtures" / "broken"
 EXPECT = re.compile(r"#\s*expect:\s*([a-z0-9_]+)")
 
-# Codes that need the sandbox (time, memory) or a real crash are covered in test_sandbox.py.
+# Codes that need the sandbox (time, memory) or a real crash are covered in test_sandbox.py;
+# sim_runner_disagrees compares two verifications (tests/server/test_runner_disagreement.py).
 NOT_A_KERNEL_ERROR = {"sim_timeout", "sim_memory_limit", "sim_worker_crash", "sim_bad_input", "sim_task_error",
                       "sim_unsupported_api", "sim_uninitialized_read", "sim_invalid_argument", "sim_wrong_result", "sim_cancelled",
-                      "sim_sandbox_violation"}
+                      "sim_sandbox_violation", "sim_runner_disagrees"}
 
 
 def expectation(path: Path) -> tuple[str, int]:

@@ -15,8 +15,8 @@ import os
 import threading
 from collections.abc import Callable
 
-from ..toolchain import api
 from ..toolchain.protocol import SeedFigures, VerifyResult
+from ..toolchain.runner import Runner
 
 MAX_CASES = 8
 SETTINGS = ("reference", "Model", "get_init_inputs", "TOLERANCE", "GRID", "LNC", "KERNEL", "TARGET",
@@ -44,24 +44,24 @@ def _module(folder: str, name: str, task: str, what: str, body: str) -> str:
     return path
 
 
-def case_count(folder: str, task: str, timeout: float) -> int:
+def case_count(folder: str, task: str, timeout: float, local: Runner) -> int:
     """How many input sets ``get_sweep_inputs()`` returns (0 when the task has none), asked in the jail."""
     counter = _module(folder, "nki_agent_sweep_count.py", task, "the number of cases",
                       "import numpy as _np\n\n\ndef get_inputs():\n"
                       "    f = getattr(_base, 'get_sweep_inputs', None)\n"
                       "    return [_np.zeros((len(list(f())) if f else 0,), dtype=_np.float32)]\n")
-    desc = api.describe_task(counter, timeout=timeout)
+    desc = local.describe(counter, timeout=timeout, search_path=())
     if desc.problems or not desc.inputs or not desc.inputs[0].shape:
         return 0
     return min(int(desc.inputs[0].shape[0]), MAX_CASES)
 
 
 def sweep(result: VerifyResult, folder: str, kernel: str, task: str, verify: Callable[..., VerifyResult],
-          timeout: float, cancel: threading.Event | None) -> VerifyResult:
+          timeout: float, cancel: threading.Event | None, local: Runner) -> VerifyResult:
     """Add the sweep's cases to ``result`` (hidden seed figures; ``correct`` only if every case passes)."""
     if not result.correct:
         return result  # a kernel wrong on the visible shapes needs no sweep to fail
-    n = case_count(folder, task, timeout)
+    n = case_count(folder, task, timeout, local)
     for k in range(n):
         if cancel is not None and cancel.is_set():
             break

@@ -17,7 +17,7 @@ else the ``/dev/neuron*`` count × cores per device. ``slots(workers)`` gives on
   launch, then timing, statistics computed here) and the baseline (``baseline.py``); a measured
   speedup over 10× adds the flag ``speedup_over_10x``.
 - ``baseline``: ``run_baseline`` on the slot's core. ``simulate``: the embedded simulator
-  (``toolchain.api.simulate``), labelled ``backend="simulator"`` — it is what ran it.
+  (``toolchain.runner.LocalRunner.simulate``), labelled ``backend="simulator"`` — it is what ran it.
 
 A missing SDK, a slot without a NeuronCore or a judge without device support is a clear problem of
 the job's result, never an exception.
@@ -229,12 +229,11 @@ class NeuronBackend:
         return out
 
     def _simulate(self, job: PreparedJob, cancel: threading.Event) -> SimulateResult:
-        from ...toolchain import api
+        from ...toolchain.runner import LocalRunner  # this machine's jail, never the process-wide runner
 
         r = job.request
-        raw: Any = api.simulate(job.kernel_path, job.task_path, target=r.target, kernel_name=r.kernel_name,
-                                seed=r.seed, timeout=r.timeout_s, cancel=cancel)
-        res = SimulateResult.model_validate(raw if isinstance(raw, dict) else raw.model_dump())
+        res = LocalRunner().simulate(job.kernel_path, job.task_path, target=r.target, kernel_name=r.kernel_name,
+                                     seed=r.seed, timeout=r.timeout_s, cancel=cancel)
         res.backend = "simulator"
         return res
 

@@ -1,6 +1,6 @@
 """The ``simulator`` backend: the embedded NKI toolchain, every job in the OS jail of ``toolchain/sandbox.py``.
 
-compile / simulate / verify / profile go through ``toolchain.api`` exactly as local tools do (the
+compile / simulate / verify / profile go through ``toolchain.runner.LocalRunner`` exactly as local tools do (the
 verdict judged outside the kernel's process, plus one hidden seed the client never sees); latency
 comes from the cost model when there is one (labelled "estimated"), else "not measured";
 ``baseline`` times the task's reference on CPU (``baseline.py``); ``sweep`` jobs are also judged on the
@@ -15,12 +15,16 @@ from typing import Any
 
 from nki_agent import __version__
 
-from ...toolchain import api, jail
+from ...toolchain import jail
 from ...toolchain.protocol import JobResult, VerifyResult
+from ...toolchain.runner import LocalRunner
 from ..sweep import sweep
 from . import BackendInfo, PreparedJob, Progress, Slot
 
 HIDDEN_SEEDS = 1
+# this machine's jail, never the process-wide ``runner.current()``: a process that both serves jobs and
+# has a remote runner installed (a test, an editor) would otherwise send the runner's jobs back to it
+LOCAL = LocalRunner()
 
 
 class SimulatorBackend:
@@ -41,22 +45,22 @@ class SimulatorBackend:
         progress(f"{r.op} on the embedded simulator")
         result: JobResult
         if r.op == "compile":
-            result = api.compile(job.kernel_path, job.task_path, **common)  # type: ignore[arg-type]
+            result = LOCAL.compile(job.kernel_path, job.task_path, **common)  # type: ignore[arg-type]
         elif r.op == "simulate":
-            result = api.simulate(job.kernel_path, job.task_path, seed=r.seed, **common)  # type: ignore[arg-type]
+            result = LOCAL.simulate(job.kernel_path, job.task_path, seed=r.seed, **common)  # type: ignore[arg-type]
         elif r.op == "verify":
-            result = api.verify(job.kernel_path, job.task_path, seeds=r.seeds, hidden_seeds=HIDDEN_SEEDS,
+            result = LOCAL.verify(job.kernel_path, job.task_path, seeds=r.seeds, hidden_seeds=HIDDEN_SEEDS,
                                 **common)  # type: ignore[arg-type]
         elif r.op == "profile":
-            result = api.profile(job.kernel_path, job.task_path, seeds=r.seeds, hidden_seeds=HIDDEN_SEEDS,
+            result = LOCAL.profile(job.kernel_path, job.task_path, seeds=r.seeds, hidden_seeds=HIDDEN_SEEDS,
                                  warmup=r.warmup, iterations=r.iterations, **common)  # type: ignore[arg-type]
         else:
             from .baseline import run_baseline
 
             result = run_baseline(job, slot, cancel)
         if r.sweep and isinstance(result, VerifyResult):  # ProfileResult too
-            check = functools.partial(api.verify, target=r.target, kernel_name=r.kernel_name, timeout=r.timeout_s,
+            check = functools.partial(LOCAL.verify, target=r.target, kernel_name=r.kernel_name, timeout=r.timeout_s,
                                       cancel=cancel)
-            result = sweep(result, job.folder, job.kernel_path, job.task_path, check, r.timeout_s, cancel)
+            result = sweep(result, job.folder, job.kernel_path, job.task_path, check, r.timeout_s, cancel, LOCAL)
         result.backend = self.name
         return result

@@ -317,8 +317,10 @@ class JobManager:
 
 
 def _infrastructure_failure(result: JobResult) -> bool:
-    """Results not worth caching: the worker crashed or timed out (may be the machine, not the code)."""
-    return any(p.code in ("sim_worker_crash", "sim_timeout", "sim_cancelled") for p in result.problems)
+    """Results not worth caching: the worker crashed or timed out, or the host's SDK or device failed
+    (the machine, not the code)."""
+    return any(p.code in ("sim_worker_crash", "sim_timeout", "sim_cancelled", "runner_sdk_missing",
+                          "runner_device_unavailable", "runner_device_error") for p in result.problems)
 
 
 def prepare(job_id: str, request: JobRequest, folder: str) -> PreparedJob:

@@ -97,6 +97,11 @@ def serve(config: RunnerConfig, port_file: str | None = None, log_level: str = "
           f"sandbox {jail.status().label}) listening on {url}", flush=True)
     if refusal(config):
         print(f"warning: {refusal(config)}", file=sys.stderr, flush=True)
+    info = runner.manager.backend.info()
+    if info.name == "neuron" and not info.neuron_cores:
+        print("warning: the neuron backend found no NeuronCore on this host (neuron-ls, /dev/neuron*): device jobs "
+              "will fail with runner_device_unavailable; use --backend simulator without Trainium", file=sys.stderr,
+              flush=True)
     server = uvicorn.Server(uvicorn.Config(runner.app, log_level=log_level, access_log=False,
                                            timeout_graceful_shutdown=5))
     try:

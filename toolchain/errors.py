@@ -48,6 +48,9 @@ DOCUMENTED: dict[str, str] = {
 }
 
 # Our ids for conditions with no documented id; value = (title, doc url).
+_SETUP = "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/setup/index.html"
+_RUNTIME = "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/neuron-runtime/guides/configuration-guide.html"
+_PROFILE = "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/guides/use-neuron-profile.html"
 SIMULATOR: dict[str, tuple[str, str]] = {
     "sim_matmul_operand_limit": ("matmul operand or result exceeds TensorE limits", f"{_API}/nki.isa.nc_matmul.html"),
     "sim_matmul_psum_placement": ("matmul must read SBUF and write PSUM", f"{_API}/nki.isa.nc_matmul.html"),
@@ -70,6 +73,13 @@ SIMULATOR: dict[str, tuple[str, str]] = {
     "sim_input_mutated": ("the kernel wrote into one of its inputs", _TILING),
     "sim_wrong_result": ("kernel output differs from the reference", _TILING),
     "sim_runner_disagrees": ("the simulator and the remote runner disagree on correctness", _TILING),
+    # the remote runner's device backend (runner/backends/)
+    "runner_sdk_missing": ("the Neuron SDK is not installed on the runner", _SETUP),
+    "runner_device_unavailable": ("the runner has no usable NeuronCore", _RUNTIME),
+    "runner_device_error": ("the Neuron device or runtime failed while running the kernel", _RUNTIME),
+    "runner_timing_run_incorrect": ("the timed run's outputs differ from the reference", _PROFILE),
+    "runner_not_measured": ("the runner could not measure this kernel's latency", _PROFILE),
+    "runner_baseline_cpu": ("the baseline ran on CPU, not on the device", _SETUP),
     "sim_worker_crash": ("the simulation process died", _TILING),
     "sim_cancelled": ("the simulation was cancelled", _TILING),
     "sim_sandbox_violation": ("the kernel did something the sandbox forbids", _TILING),

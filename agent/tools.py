@@ -282,10 +282,25 @@ class ToolBox:
                               cancel=self.cancel)
 
     def profile(self) -> ToolOutcome:
-        if self.profiler is None:
-            return ToolOutcome("profile: not available yet — no Trainium runner is configured and the cost model is "
-                               "not built yet. Correctness (verify) is what counts for this run.", ran="profile")
-        return ToolOutcome(self.profiler.profile(self._write(self.code), self.task_path, self.target), ran="profile")
+        if self.profiler is not None:
+            return ToolOutcome(self.profiler.profile(self._write(self.code), self.task_path, self.target),
+                               ran="profile")
+        from ..toolchain import runner
+
+        if runner.current().name == "local" or not self.isolate:
+            return ToolOutcome("profile: not available yet — no Trainium runner is configured (fix --runner URL) and "
+                               "the cost model is not built yet. Correctness (verify) is what counts for this run.",
+                               ran="profile")
+        # a remote runner: verify + latency on its backend (measured on a device, never invented)
+        res = api.profile(self._write(self.code), self.task_path, seeds=1, target=self.target, timeout=self.timeout,
+                          cancel=self.cancel, search_path=self.search_path, protect=self.protect)
+        verdict = "correct" if res.correct else "NOT correct" if res.compiled else "did not run"
+        lines = [f"profile on {res.runner} ({res.backend} backend): {verdict}; {res.latency.summary()}"]
+        if res.latency.mean_us is not None:
+            lines.append(f"mean {res.latency.mean_us:.4g} us, std {res.latency.std_us or 0:.2g} us, "
+                         f"{res.latency.iterations} timed iterations after {res.latency.warmup} warmup")
+        lines += [f"- {p.code}: {p.message}" for p in res.problems][:10]
+        return ToolOutcome("\n".join(lines), ran="profile", result=res)
 
     def _relocate(self, d: Diagnostic) -> Diagnostic:
         from dataclasses import replace

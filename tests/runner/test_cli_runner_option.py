@@ -60,3 +60,28 @@ def test_runner_and_in_process_do_not_mix(dead_url: str) -> None:
     proc = _cli("verify", str(L1_ADD / "kernel_classic.py"), "--task", str(L1_ADD / "task.py"), "--runner", dead_url,
                 "--in-process")
     assert proc.returncode == 2 and "--in-process" in proc.stderr
+
+
+def test_the_agents_profile_tool_asks_the_runner(runner_process) -> None:
+    from nki_agent.agent.tools import ToolBox
+    from nki_agent.runner.client import RemoteRunner
+    from nki_agent.toolchain import runner
+    from nki_agent.toolchain.protocol import ProfileResult
+
+    kernel, task = L1_ADD / "kernel_classic.py", L1_ADD / "task.py"
+    tools = ToolBox(str(kernel), kernel.read_text(), str(task), seeds=1)
+    try:
+        local = tools.profile()
+        assert "not available" in local.content and local.result is None
+        remote = RemoteRunner(runner_process.url, token=runner_process.token)
+        previous = runner.use(remote)
+        try:
+            out = tools.profile()
+        finally:
+            runner.use(previous)
+            remote.close()
+        assert isinstance(out.result, ProfileResult) and out.result.correct
+        assert out.content.startswith(f"profile on {runner_process.url} (simulator backend): correct")
+        assert "latency not measured" in out.content  # the simulator backend never invents a latency
+    finally:
+        tools.close()

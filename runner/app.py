@@ -102,6 +102,23 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
 
+class AuthGate:
+    """ASGI middleware: without the right bearer token every route but ``PUBLIC_ROUTES`` answers 401
+    before anything else happens (its body is not read, parsed or size-checked)."""
+
+    def __init__(self, app: ASGIApp, tokens: tuple[str, ...]) -> None:
+        self.app, self.tokens = app, tokens
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and self.tokens and scope.get("path") not in PUBLIC_ROUTES:
+            header = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
+            if not auth.check(self.tokens, auth.bearer(header)):
+                await _error(401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"})(
+                    scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 def create_app(ctx: Context) -> FastAPI:
     app = FastAPI(title="NKI Agent runner", version=__version__, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.ctx = ctx
@@ -231,6 +248,7 @@ def create_app(ctx: Context) -> FastAPI:
         forge.install(app, ctx)
 
     app.add_middleware(BodyLimit, limit=ctx.config.max_body_bytes)
+    app.add_middleware(AuthGate, tokens=tokens)  # outermost: nothing runs for a caller without the token
     return app
 
 

@@ -310,3 +310,12 @@ def test_job_folders_left_by_a_killed_runner_are_removed_at_start(tmp_path):
     (stale / "kernel.py").write_text("SECRET = 'client code'\n")
     with running(tmp_path, GateBackend()):
         assert not stale.exists()
+
+
+@pytest.mark.parametrize("body", [b"garbage", b"{}", b"x" * (5 * 1024 * 1024)])
+def test_without_the_token_nothing_about_the_body_is_answered(tmp_path, body):
+    with running(tmp_path, GateBackend(), token=TOKEN) as (runner, client):
+        for path in ("/v1/jobs", "/v1/verify", "/reward", "/reward/batch"):
+            resp = client.post(path, content=body, headers={"content-type": "application/json"})
+            assert resp.status_code == 401, (path, resp.status_code)
+        assert runner.store.count("queued") == 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import asdict
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -26,10 +26,16 @@ def _summary(a: np.ndarray) -> dict[str, Any]:
 
 
 def simulate_files(kernel_path: str, task_path: str, target: str | None = None, kernel_name: str | None = None,
-                   seed: int = 0, time_limit: float | None = None, search_path: Sequence[str] = ()) -> dict[str, Any]:
+                   seed: int = 0, time_limit: float | None = None, search_path: Sequence[str] = (),
+                   estimate: bool = False, arithmetic: bool = True, timeline: bool = False,
+                   on_record: Callable[[LaunchRecord], None] | None = None) -> dict[str, Any]:
     """Run the kernel once on the task's inputs for ``seed``; never raises for user-code problems.
 
-    ``search_path``: folders both files may import from after their own (``tasks.load_module``)."""
+    ``search_path``: folders both files may import from after their own (``tasks.load_module``).
+    ``estimate``: trace the launch and add the cost model's estimate (``out["estimate"]``, JSON of
+    ``CostEstimate``; ``timeline`` includes the engine timeline); ``arithmetic=False`` skips computing
+    values where that is expensive (a trace-only run: outputs are meaningless). ``on_record`` sees the
+    last launch's record (its ``instruction_trace`` when estimating)."""
     out: dict[str, Any] = {"kernel": kernel_path, "task": task_path, "ran": False, "problems": [], "outputs": []}
     records: list[LaunchRecord] = []
     try:
@@ -44,7 +50,8 @@ def simulate_files(kernel_path: str, task_path: str, target: str | None = None, 
         if task.reference is None:
             task.make_reference()
         args = [_to_np(x) for x in inputs] + _extra_args(kernel, task, len(inputs))
-        token = DEFAULTS.set(LaunchDefaults(target=target, time_limit=time_limit, observer=records.append))
+        token = DEFAULTS.set(LaunchDefaults(target=target, time_limit=time_limit, observer=records.append,
+                                            trace=estimate, arithmetic=arithmetic))
         try:
             t0 = time.perf_counter()
             result = task.launcher(kernel)(*args)
@@ -66,4 +73,23 @@ def simulate_files(kernel_path: str, task_path: str, target: str | None = None, 
         out.update({"target": rec.target, "generation": rec.generation, "grid": list(rec.grid),
                     "peak_sbuf_bytes": rec.peak_sbuf_bytes, "peak_psum_bytes": rec.peak_psum_bytes,
                     "instructions": rec.instructions, "trace": [asdict(t) for t in rec.trace[:2000]]})
+        if estimate and rec.instruction_trace is not None and out["ran"]:
+            out["estimate"] = estimate_json(rec, timeline)
+        if on_record is not None:
+            on_record(rec)
     return out
+
+
+def estimate_json(rec: LaunchRecord, timeline: bool = False) -> dict[str, Any] | None:
+    """The cost model's estimate of a traced launch as JSON (None, with the reason logged, if it fails)."""
+    assert rec.instruction_trace is not None
+    try:
+        from .cost import estimate
+
+        est = estimate(rec.instruction_trace, rec.target, peak_sbuf_bytes=rec.peak_sbuf_bytes, timeline=timeline)
+    except Exception as e:  # noqa: BLE001 - an estimate is extra information; never lose the simulation for it
+        import sys
+
+        print(f"nki-agent: cost model failed: {type(e).__name__}: {e}", file=sys.stderr)
+        return None
+    return est.model_dump(mode="json")

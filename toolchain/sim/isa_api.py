@@ -17,6 +17,7 @@ from .. import dtypes
 from ..errors import NkiError
 from ..location import caller_location
 from . import runtime
+from .instrument import instrument
 from .buffers import psum, sbuf
 from .language import UnsupportedApi
 from .ops import common as c
@@ -408,7 +409,8 @@ def build(generation: str) -> types.ModuleType:
     mod = types.ModuleType(name, "NKI ISA (embedded simulator)")
     mod.__dict__.update(_ENUMS)
     table = _CLASSIC if generation == runtime.CLASSIC else _NEW
-    mod.__dict__.update({k: _checked_call(f, f"{name}.{k}", generation) for k, f in table.items()})
+    mod.__dict__.update({k: instrument(_checked_call(f, f"{name}.{k}", generation), f"nisa.{k}")
+                         for k, f in table.items()})
 
     def __getattr__(attr: str) -> Any:
         raise UnsupportedApi("sim_unsupported_api", f"{name}.{attr} is not modelled by the embedded simulator",

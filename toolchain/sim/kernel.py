@@ -24,6 +24,7 @@ from ..location import caller_location, traceback_location
 from ..targets import Target
 from . import runtime
 from .buffers import Buffer
+from .trace import DEFAULT_LIMIT, Trace, Tracer
 from .tensor import (HOST_ACCESS, Tensor, TensorAttributeError, called_function, host_access_error, host_copy,
                      storage_of, view_of, wrap_array)
 
@@ -35,6 +36,9 @@ class LaunchDefaults:
     target: str | None = None  # overrides the kernel's platform_target and the environment
     time_limit: float | None = None  # seconds of simulated execution per launch
     observer: Callable[["LaunchRecord"], None] | None = None
+    trace: bool = False  # record the instruction trace (``trace.py``) for the cost model
+    arithmetic: bool = True  # False: a trace-only run (values are not computed where that is expensive)
+    trace_limit: int = DEFAULT_LIMIT
 
 
 @dataclass
@@ -54,6 +58,7 @@ class LaunchRecord:
     mutated_inputs: list[str] = field(default_factory=list)
     # [output index, line (0: unknown), [[lo, hi), ...]] per store into a returned output (``stores.py``)
     stores: list[list[Any]] = field(default_factory=list)
+    instruction_trace: Trace | None = None  # when LaunchDefaults.trace asked for it
 
 
 # NumPy's message for a ufunc called on an operand with ``__array_ufunc__ = None``
@@ -156,14 +161,23 @@ def launch(kernel: Kernel, grid: tuple[int, ...], args: tuple[Any, ...], kwargs:
     sim.kernel_code = getattr(func, "__code__", None)
     sim.kernel_file = sim.kernel_code.co_filename if sim.kernel_code else ""
     sim.grid = grid
+    sim.arithmetic = defaults.arithmetic
+    if defaults.trace:
+        sim.tracer = Tracer(defaults.trace_limit, defaults.arithmetic)
+        sim.tracer.trace.target = sim.target.name
+        sim.tracer.trace.generation = kernel.generation
+        sim.tracer.trace.grid = grid
+        sim.tracer.trace.kernel_file = sim.kernel_file
     record = LaunchRecord(kernel.__name__, sim.target.name, kernel.generation, grid)
     with runtime.activate(sim), np.errstate(all="ignore"):  # NaN/inf are values here, as on the engines
         params = _bind_params(func, kernel.generation, args, kwargs)
         result: Any = None
         instances = list(itertools.product(*[range(g) for g in grid])) if grid else [()]
-        for pid in instances:
+        for n_instance, pid in enumerate(instances):
             sim.program_ids = pid
             sim.shared_seen.clear()
+            if sim.tracer is not None:
+                sim.tracer.instance = n_instance
             try:
                 result = func(*params.args, **params.kwargs)
             except TensorAttributeError as e:
@@ -197,6 +211,8 @@ def launch(kernel: Kernel, grid: tuple[int, ...], args: tuple[Any, ...], kwargs:
     record.peak_psum_bytes = peaks["psum"][0]
     record.instructions = sim.instructions
     record.warnings = sim.warnings
+    if sim.tracer is not None:
+        record.instruction_trace = sim.tracer.trace
     if defaults.observer is not None:
         defaults.observer(record)
     return outputs

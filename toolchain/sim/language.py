@@ -20,6 +20,7 @@ from ..location import ast_context, caller_location
 from . import runtime
 from .buffers import hbm, private_hbm, psum, sbuf, shared_hbm
 from .index import arange, ds, mgrid
+from .instrument import instrument
 from .ops import elementwise, memory, reduce
 from .ops import matmul as mm
 from .tensor import Tensor, par_dim, storage_of, values_of
@@ -143,24 +144,43 @@ def _range_args(args: tuple[Any, ...]) -> range:
         raise NkiError("sim_invalid_argument", f"invalid range arguments: {e}", caller_location()) from None
 
 
+def _loop_site() -> tuple[str, int]:
+    """The loop variable's name and the ``for`` line of the range being created (for the trace's loop nest)."""
+    loc = caller_location()
+    if loc is None:
+        return "i", 0
+    return _loop_var(loc.path, loc.line, loc.column), loc.line
+
+
 def affine_range(*args: Any, **kwargs: Any) -> Iterator[int]:
     r = _range_args(args)
-    loc = caller_location()
-    name = _loop_var(loc.path, loc.line, loc.column) if loc else "i"
-    return runtime.affine_loop(iter(r), name)
+    name, line = _loop_site()
+    return runtime.affine_loop(iter(r), name, line)
 
 
 def sequential_range(*args: Any, **kwargs: Any) -> Iterator[int]:
-    return runtime.plain_loop(iter(_range_args(args)))
+    r = _range_args(args)
+    name, line = _loop_site()
+    return runtime.plain_loop(iter(r), "sequential", name, line)
 
 
 def static_range(*args: Any, **kwargs: Any) -> Iterator[int]:
-    return runtime.plain_loop(iter(_range_args(args)))
+    r = _range_args(args)
+    name, line = _loop_site()
+    return runtime.plain_loop(iter(r), "static", name, line)
 
 
-def _new_range(start: Any, stop: Any = None, step: Any = 1) -> Iterator[int]:
-    args = (start,) if stop is None else (start, stop, step)
-    return runtime.plain_loop(iter(_range_args(args)))
+def _new_range_of(kind: str) -> Callable[..., Iterator[int]]:
+    """The new API's ranges: plain loops for the checks; the trace keeps their kind for the cost model."""
+
+    def new_range(start: Any, stop: Any = None, step: Any = 1) -> Iterator[int]:
+        args = (start,) if stop is None else (start, stop, step)
+        r = _range_args(args)
+        name, line = _loop_site()
+        return runtime.plain_loop(iter(r), kind, name, line)
+
+    new_range.__name__ = f"{kind}_range"
+    return new_range
 
 
 def static_cast(input_data: Any, dtype: Any) -> np.ndarray:
@@ -279,6 +299,12 @@ _UNSUPPORTED = ["all_reduce", "gather_flattened", "atomic_rmw", "random_seed", "
                 "fori_loop", "while_loop", "dynamic_range", "select_reduce"]
 
 
+# namespace functions that are not instructions (loops, ids, constants, index helpers): never traced
+_NOT_INSTRUCTIONS = {"affine_range", "sequential_range", "static_range", "program_id", "num_programs",
+                     "program_ndim", "nc", "spmd_dim", "par_dim", "ds", "static_cast", "device_print", "finfo",
+                     "no_reorder", "arange", "mgrid", "ndarray"}
+
+
 def build(generation: str) -> types.ModuleType:
     """Create the ``nki.language`` module object for one API generation."""
     name = "neuronxcc.nki.language" if generation == runtime.CLASSIC else "nki.language"
@@ -318,12 +344,16 @@ def build(generation: str) -> types.ModuleType:
         ns["arange"] = arange
         ns["mgrid"] = mgrid
     else:
-        ns["affine_range"] = _new_range
-        ns["sequential_range"] = _new_range
-        ns["static_range"] = _new_range
+        ns["affine_range"] = _new_range_of("affine")
+        ns["sequential_range"] = _new_range_of("sequential")
+        ns["static_range"] = _new_range_of("static")
         for k in list(ns):
             if callable(ns[k]) and getattr(ns[k], "__module__", "").startswith(__package__ or "nki_agent"):
                 ns[k] = _reject_mask(ns[k], k)
+    for k in list(ns):
+        if k not in _NOT_INSTRUCTIONS and isinstance(ns[k], types.FunctionType) and \
+                getattr(ns[k], "__module__", "").startswith(__package__ or "nki_agent"):
+            ns[k] = instrument(ns[k], f"nl.{k}")
     mod.__dict__.update(ns)
 
     def __getattr__(attr: str) -> Any:

@@ -2,7 +2,8 @@
 
 Python keeps a tile alive until its name is rebound, long after the compiler would have reused its
 space, so live-object counting overstates pressure. Instead every on-chip allocation records the
-instruction at which it was born and the last instruction that read or wrote it; after the kernel
+instruction at which it was born and the last instruction that read or wrote it (counted by the
+simulation's own ``Simulation.instructions``: simulations share no state); after the kernel
 runs, a sweep over these intervals gives the true peak under program order. Per-partition use is
 estimated as total bytes / 128: the fullest partition holds at least the average, so an overflow
 reported here is one the hardware would have.
@@ -19,9 +20,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import NkiError, Related, SourceLocation
-
-CLOCK = [0]  # instruction counter of the running simulation (a list: cheap to bump from hot paths)
-
 
 @dataclass
 class Interval:
@@ -45,14 +43,15 @@ class MemoryModel:
     intervals: list[Interval] = field(default_factory=list)
     open: "weakref.WeakKeyDictionary[Any, Interval]" = field(default_factory=weakref.WeakKeyDictionary)
 
-    def allocate(self, storage: Any, kind: str, free_bytes: int) -> Interval:
-        """Register an on-chip allocation; raises when this one tile alone cannot fit."""
+    def allocate(self, storage: Any, kind: str, free_bytes: int, now: int) -> Interval:
+        """Register an on-chip allocation at instruction ``now`` (the simulation's own counter); raises when
+        this one tile alone cannot fit."""
         cap = self.sbuf_capacity if kind == "sbuf" else self.psum_capacity
         if free_bytes > cap:
             code = "err_stack_overflow_sbuf" if kind == "sbuf" else "err_stack_overflow_psum"
             raise NkiError(code, f"tensor '{storage.name}' {list(storage.shape)} needs {free_bytes} bytes per partition, "
                            f"more than the {cap} bytes of {kind.upper()} each partition has", storage.site)
-        iv = Interval(CLOCK[0], CLOCK[0], int(storage.array.nbytes), kind, storage.name, tuple(storage.shape),
+        iv = Interval(now, now, int(storage.array.nbytes), kind, storage.name, tuple(storage.shape),
                       storage.site)
         self.intervals.append(iv)
         return iv

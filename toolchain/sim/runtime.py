@@ -25,6 +25,7 @@ from .stores import StoreLog
 
 if TYPE_CHECKING:
     from .tensor import Storage
+    from .trace import Tracer
 
 CLASSIC = "classic"  # neuronxcc.nki (SDK <= 2.26 semantics)
 NEW = "new"  # nki 0.3-0.6
@@ -75,12 +76,18 @@ class Simulation:
     psum_open: "weakref.WeakKeyDictionary[Any, np.ndarray]" = field(default_factory=weakref.WeakKeyDictionary)  # PSUM elements inside an open matmul accumulation group
     trace_limit: int = 20000  # bound the trace so huge unrolled kernels cannot exhaust memory
     stores: StoreLog = field(default_factory=StoreLog)  # which line last wrote which box of each HBM tensor
+    tracer: "Tracer | None" = None  # the instruction trace for the cost model (trace.py); None = not tracing
+    arithmetic: bool = True  # False: a trace-only run, the expensive ops skip computing values
+    serials: int = 0  # storages created so far (Storage.serial)
+
+    def new_serial(self) -> int:
+        self.serials += 1
+        return self.serials
 
     # -- time ---------------------------------------------------------------------------------
     def tick(self) -> None:
         """Called by every op and loop step; advances the clock and enforces the cooperative deadline."""
         self.instructions += 1
-        memory_model.CLOCK[0] += 1
         if self.instructions & 0x3F == 0 and time.monotonic() > self.deadline:
             raise NkiError("sim_timeout", "kernel exceeded the simulation time limit", caller_location())
 
@@ -131,35 +138,49 @@ def new_simulation(target: str | Target | None, generation: str, time_limit: flo
     return sim
 
 
-def affine_loop(n_iter_values: Iterator[int], var_name: str = "i") -> Iterator[int]:
+def affine_loop(n_iter_values: Iterator[int], var_name: str = "i", line: int = 0) -> Iterator[int]:
     """Iterate an ``affine_range``: classic kernels get write-conflict tracking per iteration."""
     sim = current()
     if sim is None or sim.generation != CLASSIC:
-        yield from n_iter_values
+        yield from plain_loop(n_iter_values, "affine", var_name, line)
         return
     sim.loop_depth += 1
     frame = AffineFrame(depth=sim.loop_depth, var_name=var_name)
     sim.affine.append(frame)
+    tr = sim.tracer
+    if tr is not None:
+        tr.loop_enter("affine", line, var_name)
     try:
         for k, v in enumerate(n_iter_values):
             frame.iteration = k
             sim.tick()
+            if tr is not None:
+                tr.loop_iter()
             yield v
     finally:
         sim.affine.remove(frame)
         sim.loop_depth -= 1
+        if tr is not None:
+            tr.loop_exit()
 
 
-def plain_loop(values: Iterator[int]) -> Iterator[int]:
-    """Iterate a sequential/static range: tracks loop depth and the deadline only."""
+def plain_loop(values: Iterator[int], kind: str = "sequential", var_name: str = "i", line: int = 0) -> Iterator[int]:
+    """Iterate a sequential/static/plain range: tracks loop depth, the deadline and the trace's loop nest."""
     sim = current()
     if sim is None:
         yield from values
         return
     sim.loop_depth += 1
+    tr = sim.tracer
+    if tr is not None:
+        tr.loop_enter(kind, line, var_name)
     try:
         for v in values:
             sim.tick()
+            if tr is not None:
+                tr.loop_iter()
             yield v
     finally:
         sim.loop_depth -= 1
+        if tr is not None:
+            tr.loop_exit()

@@ -24,7 +24,7 @@ class Storage:
     """One allocation: the backing array plus facts the checks need."""
 
     __slots__ = ("array", "buffer", "name", "site", "written", "immutable", "is_param", "mutated", "par_axis",
-                 "affine_ids", "interval", "unpoisoned", "predicate", "__weakref__")
+                 "affine_ids", "interval", "unpoisoned", "predicate", "serial", "__weakref__")
 
     def __init__(self, array: np.ndarray, buffer: Buffer, name: str, site: SourceLocation | None,
                  par_axis: int = 0) -> None:
@@ -44,6 +44,7 @@ class Storage:
         self.par_axis = par_axis
         sim = runtime.current()
         self.affine_ids = frozenset(id(f) for f in sim.affine) if sim else frozenset()
+        self.serial = sim.new_serial() if sim else 0  # identity within the launch (the trace's storage ids)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -126,7 +127,7 @@ def new_storage(shape: Any, dtype: Any, buffer: Any = None, name: str = "", fill
     if buf.is_on_chip:
         # one block of a block-dim tensor must fit; blocks are allocated as separate tiles (rotated/spilled)
         free_bytes = int(np.prod(shp[p_axis + 1:], dtype=np.int64)) * dt.itemsize
-        st.interval = sim.memory.allocate(st, buf.kind, free_bytes)
+        st.interval = sim.memory.allocate(st, buf.kind, free_bytes, sim.instructions)
     sim.record(site, name or "", shp, dtypes.name(dt), buf.label)
     return st
 

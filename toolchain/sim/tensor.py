@@ -31,6 +31,8 @@ from .. import dtypes
 from ..errors import NkiError, SourceLocation
 from ..location import ast_context, caller_location
 from .buffers import Buffer
+from . import runtime
+from .instrument import traced_region
 from .predicate import predicate_of
 from .storage import ParDim, Storage, new_storage, par_dim
 from .view import View, mask_values as _view_mask_values
@@ -207,15 +209,7 @@ class Tensor:
         return wrap(_get(self)[_unwrap_key(key)])
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        dst = _get(self)
-        if isinstance(value, Tensor):
-            src = _get(value)
-            if src.pending and src.storage is dst.storage:
-                src.pending = False
-                return  # ``t[idx] += x`` already accumulated in place through __iadd__
-            dst[_unwrap_key(key)].assign(src)
-        else:
-            dst[_unwrap_key(key)].assign(value)
+        _traced("assign", _assign, self, key, value)
 
     def __len__(self) -> int:
         return self.shape[0]
@@ -313,7 +307,7 @@ class Tensor:
                                f"Python operator on tiles with different partition counts ({describe(a)}, "
                                f"{describe(b)}): partition-dim broadcasting is not supported through operators; "
                                "broadcast explicitly (nl.broadcast_to) or use nl.add/nl.multiply", caller_location())
-        return OPERATORS[name](*args)
+        return _traced("op." + name, OPERATORS[name], *args)
 
     def __add__(self, o: Any) -> Any: return self._op("add", self, o)
     def __radd__(self, o: Any) -> Any: return self._op("add", o, self)
@@ -349,18 +343,7 @@ class Tensor:
 
     def _accumulate(self, o: Any, op: str) -> Any:
         """``acc += x``: in-place associative update (the PSUM accumulation idiom)."""
-        dst = _get(self)
-        if op != "add":
-            res = self._op(op, self, o)
-            dst.write(values_of(res) if isinstance(res, Tensor) else res)
-        elif isinstance(o, Tensor):
-            src = _get(o)
-            dst.write(src.read(), predicate_of(src), accumulate=True)
-        else:
-            dst.write(np.asarray(o), None, accumulate=True)
-        acc = dst.duplicate()
-        acc.pending = True
-        return wrap(acc)
+        return _traced("accumulate", _accumulate, self, o, op)
 
 
 _DESCRIPTOR = vars(Tensor)[_SLOT]
@@ -418,7 +401,55 @@ def allocate(shape: Any, dtype: Any, buffer: Any = None, name: str = "", fill: A
     """Create a tensor (``storage.new_storage`` does the checks); on-chip memory without ``fill`` is poisoned.
 
     ``initial`` (an array the caller owns, already of this shape and dtype) becomes the storage as is."""
-    return wrap(View(new_storage(shape, dtype, buffer, name, fill, par_axis, initial)))
+    view = View(new_storage(shape, dtype, buffer, name, fill, par_axis, initial))
+    if fill is not None or initial is not None:
+        sim = runtime.current()
+        if sim is not None and sim.tracer is not None:
+            sim.tracer.note(view, True)  # an op's result or a filled tile: the instruction wrote all of it
+    return wrap(view)
+
+
+def _assign(t: Tensor, key: Any, value: Any) -> None:
+    """``t[key] = value``."""
+    dst = _get(t)
+    if isinstance(value, Tensor):
+        src = _get(value)
+        if src.pending and src.storage is dst.storage:
+            src.pending = False
+            return  # ``t[idx] += x`` already accumulated in place through __iadd__
+        dst[_unwrap_key(key)].assign(src)
+    else:
+        dst[_unwrap_key(key)].assign(value)
+
+
+def _accumulate(t: Tensor, o: Any, op: str) -> Any:
+    """``t += o`` (``t -= o``, ``t *= o``) in place; the result is marked pending for the ``t[idx] = ...`` next."""
+    dst = _get(t)
+    if op != "add":
+        res = t._op(op, t, o)
+        dst.write(values_of(res) if isinstance(res, Tensor) else res)
+    elif isinstance(o, Tensor):
+        src = _get(o)
+        dst.write(src.read(), predicate_of(src), accumulate=True)
+    else:
+        dst.write(np.asarray(o), None, accumulate=True)
+    acc = dst.duplicate()
+    acc.pending = True
+    return wrap(acc)
+
+
+def _traced(api: str, fn: Callable[..., Any], *args: Any) -> Any:
+    """Run a tile operator / assignment as one instruction of the trace (``instrument.py``)."""
+    tr, _ = traced_region(api)
+    if tr is None:
+        return fn(*args)
+    try:
+        out = fn(*args)
+    except BaseException:
+        tr.abort()
+        raise
+    tr.end()
+    return out
 
 
 def wrap_array(arr: np.ndarray, buffer: Buffer, name: str, site: SourceLocation | None = None) -> Tensor:

@@ -21,7 +21,6 @@ from ..location import caller_location
 from . import runtime
 from .buffers import Buffer
 from .index import Index, Mask
-from .memory_model import CLOCK
 from .predicate import predicate_of
 from .storage import Storage, created_here, poison
 from .views import ViewsMixin, replay
@@ -96,11 +95,14 @@ class View(ViewsMixin):
         """Values of the view (advanced coordinates gathered; masked-out positions may be anything)."""
         if self.storage.unpoisoned:
             poison(self.storage)
-        iv = self.storage.interval
-        if iv is not None:
-            iv.last = CLOCK[0]
+        sim = runtime.current()
+        if sim is not None:
+            iv = self.storage.interval
+            if iv is not None:
+                iv.last = sim.instructions
+            if sim.tracer is not None:
+                sim.tracer.note(self, False)
         if self.storage.buffer.kind == "psum":
-            sim = runtime.current()
             if sim is not None and self.storage in sim.psum_open:
                 self.shadow_set(sim.psum_open[self.storage], False)  # reading closes the accumulation group
         if self.coords is None:
@@ -286,8 +288,11 @@ class View(ViewsMixin):
         """Store values into this view (cast to its dtype), honouring mask and all write checks."""
         sim = runtime.current()
         st = self.storage
-        if st.interval is not None:
-            st.interval.last = CLOCK[0]
+        if sim is not None:
+            if st.interval is not None:
+                st.interval.last = sim.instructions
+            if sim.tracer is not None:
+                sim.tracer.note(self, True)
         if st.unpoisoned and (accumulate or not (mask is None and self.coords is None and self.arr.size == st.array.size)):
             poison(st)  # a partial first write: the rest must read as fresh (poisoned) memory
         if st.immutable:

@@ -1,0 +1,247 @@
+"""The instruction trace of one launch: every NKI instruction the simulator executes, for the cost model.
+
+A ``Tracer`` lives on the running ``Simulation`` (``Simulation.tracer``; ``None`` = not tracing). The
+namespaces (``language.py`` / ``isa_api.py``) open an instruction around every API call the kernel makes
+(``begin`` / ``end``; calls the simulator makes internally are inside it and do not count), and so do
+the tile operators (``a + b``), assignments (``t[...] = x``) and accumulations (``acc += x``) of
+``tensor.py``. While an instruction is open, every ``View.read`` / ``View.write`` notes an ``Access``:
+which storage (a serial number, never reused within the launch), which buffer, the shape and dtype
+of the view, the bytes moved, a conservative byte range of the storage (for data dependencies) and
+the innermost contiguous run (the DMA descriptor's row size). Loops note their identity (the ``for``
+line and the enclosing loop), kind (``affine`` / ``sequential`` / ``static`` / ``range``) and
+iteration, so every instruction carries its loop nest.
+
+Fusion: ``t[...] = nl.load(...)`` or ``acc += nisa.nc_matmul(...)`` is one instruction on hardware
+(the compiler writes the result straight into the destination), so an assignment whose only read is
+the whole result the previous instruction just wrote adds its writes to that instruction instead of
+becoming a copy — except when the producer is TensorE and the destination is not PSUM (a real copy).
+
+The trace holds plain data only (no views or arrays), so tracing never keeps tiles alive. It stops
+recording at ``limit`` instructions and says so (``truncated``); the cost model reports it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .view import View
+
+DEFAULT_LIMIT = 2_000_000  # instructions per launch (the matmul tutorial's Original version: ~100k)
+
+LOOP_KINDS = ("affine", "sequential", "static", "range")
+
+
+@dataclass(slots=True)
+class Access:
+    """One operand of an instruction: a view of a storage read or written."""
+
+    storage: int  # serial of the storage within the launch (never reused)
+    buffer: str  # "hbm" | "sbuf" | "psum"
+    shape: tuple[int, ...]  # shape of the accessed view (after indexing)
+    dtype: str  # NKI dtype name ("bfloat16", "float32", ...)
+    nbytes: int  # bytes moved: elements accessed x itemsize
+    partitions: int  # size of the view's partition axis (on-chip) or of its first axis (HBM)
+    lo: int  # byte range [lo, hi) of the storage this access may touch (conservative: for dependencies)
+    hi: int
+    run: int  # bytes of the innermost contiguous run (a DMA descriptor row); nbytes when fully contiguous
+
+    @property
+    def free_elements(self) -> int:
+        """Elements per partition (``N`` of the cost formulas)."""
+        n = 1
+        for s in self.shape[1:]:
+            n *= s
+        return n if self.shape else 1
+
+
+@dataclass(slots=True)
+class Instr:
+    """One executed NKI instruction."""
+
+    index: int
+    api: str  # "nl.load", "nisa.nc_matmul", "op.add" (a tile operator), "assign" (t[...] = x), "accumulate" (+=)
+    line: int  # kernel source line (0: not in the kernel file)
+    loops: tuple[tuple[int, int], ...]  # (loop id, iteration) per enclosing loop, outermost first
+    instance: int  # SPMD instance, row-major over the grid
+    reads: list[Access] = field(default_factory=list)
+    writes: list[Access] = field(default_factory=list)
+    attrs: dict[str, Any] = field(default_factory=dict)  # cost-relevant arguments: engine, op, accumulate, ...
+
+
+@dataclass(slots=True)
+class Loop:
+    """One loop of the kernel (the same ``for`` statement under the same parent is one loop)."""
+
+    id: int
+    line: int
+    var: str
+    kind: str  # one of LOOP_KINDS
+    parent: int | None
+    trips: int = 0  # most iterations seen in one execution of the loop
+    entered: int = 0  # how many times the loop was started
+
+
+@dataclass
+class Trace:
+    """The instruction trace of one launch (all SPMD instances)."""
+
+    instrs: list[Instr] = field(default_factory=list)
+    loops: dict[int, Loop] = field(default_factory=dict)
+    target: str = ""
+    generation: str = ""
+    grid: tuple[int, ...] = ()
+    kernel_file: str = ""
+    truncated: bool = False
+    limit: int = DEFAULT_LIMIT
+    arithmetic: bool = True  # False: values were not computed (a trace-only run)
+
+
+class Tracer:
+    """Builds the ``Trace`` of one launch from the simulator's hooks."""
+
+    __slots__ = ("trace", "depth", "api", "attrs", "line", "reads", "writes", "stack", "instance", "_loop_ids",
+                 "_bases", "_next_serial")
+
+    def __init__(self, limit: int = DEFAULT_LIMIT, arithmetic: bool = True) -> None:
+        self.trace = Trace(limit=limit, arithmetic=arithmetic)
+        self.depth = 0
+        self.api = ""
+        self.attrs: dict[str, Any] = {}
+        self.line = 0
+        self.reads: list[Access] = []
+        self.writes: list[Access] = []
+        self.stack: list[list[int]] = []  # [loop id, iteration]
+        self.instance = 0
+        self._loop_ids: dict[tuple[int | None, int, str], int] = {}
+        self._bases: dict[int, int] = {}  # storage serial -> address of its array
+        self._next_serial = 0
+
+    # -- storages -----------------------------------------------------------------------------------
+    def serial(self) -> int:
+        self._next_serial += 1
+        return self._next_serial
+
+    # -- instructions -------------------------------------------------------------------------------
+    def begin(self, api: str, line: int, attrs: dict[str, Any] | None = None) -> None:
+        self.depth += 1
+        if self.depth == 1:
+            self.api = api
+            self.line = line
+            self.attrs = attrs if attrs is not None else {}
+            self.reads = []
+            self.writes = []
+
+    def end(self) -> None:
+        self.depth -= 1
+        if self.depth:
+            return
+        if not (self.reads or self.writes):
+            return
+        tr = self.trace
+        if len(tr.instrs) >= tr.limit:
+            tr.truncated = True
+            return
+        if self.api in ("assign", "accumulate") and self._fuse():
+            return
+        tr.instrs.append(Instr(len(tr.instrs), self.api, self.line, tuple((a, b) for a, b in self.stack),
+                               self.instance, self.reads, self.writes, self.attrs))
+
+    def abort(self) -> None:
+        """An instruction that raised: nothing is recorded (the launch is failing)."""
+        self.depth = max(self.depth - 1, 0)
+
+    def _fuse(self) -> bool:
+        instrs = self.trace.instrs
+        if not instrs or len(self.reads) != 1:
+            return False
+        prev = instrs[-1]
+        src = self.reads[0]
+        if not any(w.storage == src.storage and w.lo <= src.lo and src.hi <= w.hi for w in prev.writes):
+            return False
+        if prev.api.endswith(("nc_matmul", "matmul", "nc_transpose", "transpose")) and any(
+                w.buffer != "psum" for w in self.writes):
+            return False
+        prev.writes.extend(self.writes)
+        if self.api == "accumulate":
+            prev.attrs["accumulate"] = True
+        return True
+
+    def note(self, view: View, write: bool) -> None:
+        """An access of ``view`` by the open instruction (ignored outside one: launch-time conversions)."""
+        if not self.depth:
+            return
+        st = view.storage
+        arr = view.arr
+        item = arr.itemsize
+        full = st.array
+        if view.coords is None and (arr is full or arr.size == full.size):  # the whole storage: no address maths
+            lo, hi = 0, full.nbytes
+            shape = tuple(arr.shape)
+            size = arr.size
+            run = _run(arr, item)
+        elif view.coords is None and arr.size:
+            serial = st.serial
+            base = self._bases.get(serial)
+            if base is None:
+                base = self._bases[serial] = full.__array_interface__["data"][0]
+            start = arr.__array_interface__["data"][0] - base
+            lo = hi = start
+            for n, s in zip(arr.shape, arr.strides):
+                if s >= 0:
+                    hi += (n - 1) * s
+                else:
+                    lo += (n - 1) * s
+            hi += item
+            run = _run(arr, item)
+            shape = tuple(arr.shape)
+            size = arr.size
+        else:  # gathered coordinates: the whole parent view bounds it
+            lo, hi = 0, full.nbytes
+            shape = view.shape
+            size = 1
+            for n in shape:
+                size *= n
+            run = item
+        nbytes = size * item
+        kind = st.buffer.kind
+        acc = Access(st.serial, kind, shape, arr.dtype.name if arr.dtype.name != "void" else str(arr.dtype),
+                     nbytes, shape[0] if shape else 1, lo, hi, min(run, nbytes) if nbytes else 0)
+        (self.writes if write else self.reads).append(acc)
+
+    # -- loops --------------------------------------------------------------------------------------
+    def loop_enter(self, kind: str, line: int, var: str) -> int:
+        parent = self.stack[-1][0] if self.stack else None
+        key = (parent, line, var)
+        lid = self._loop_ids.get(key)
+        loops = self.trace.loops
+        if lid is None:
+            lid = self._loop_ids[key] = len(loops) + 1
+            loops[lid] = Loop(lid, line, var, kind, parent)
+        loops[lid].entered += 1
+        self.stack.append([lid, -1])
+        return lid
+
+    def loop_iter(self) -> None:
+        top = self.stack[-1]
+        top[1] += 1
+        loop = self.trace.loops[top[0]]
+        if top[1] + 1 > loop.trips:
+            loop.trips = top[1] + 1
+
+    def loop_exit(self) -> None:
+        if self.stack:
+            self.stack.pop()
+
+
+def _run(arr: Any, item: int) -> int:
+    """Bytes of the innermost contiguous run of a NumPy view."""
+    run = item
+    for n, s in zip(reversed(arr.shape), reversed(arr.strides)):
+        if n == 1:
+            continue
+        if s != run:
+            break
+        run *= n
+    return run

@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .errors import Problem, Related, SourceLocation, doc_url
+from .protocol_cost import CostEstimate
 
 Op = Literal["compile", "simulate", "verify", "profile", "baseline"]
 Stage = Literal["none", "compiled", "correct", "latency"]
@@ -209,6 +210,7 @@ class SimulateResult(_Result):
     peak_psum_bytes: int = 0
     instructions: int = 0
     trace: list[TraceEntry] = Field(default_factory=list)
+    estimate: CostEstimate | None = None  # the cost model's (always "estimated", never a measurement)
 
     @property
     def compiled(self) -> bool:
@@ -230,6 +232,7 @@ class VerifyResult(_Result):
     peak_psum_bytes: int = 0
     trace: list[TraceEntry] = Field(default_factory=list)
     flags: list[str] = Field(default_factory=list)  # e.g. "speedup_over_10x", "shape_sweep_failed"
+    estimate: CostEstimate | None = None  # the cost model's estimate of the first seed's launch
 
 
 class BaselineResult(_Result):

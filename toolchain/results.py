@@ -106,5 +106,9 @@ def profile_result(v: VerifyResult) -> ProfileResult:
 
 
 def estimate_latency(result: VerifyResult) -> Latency:
-    """The cost model's seam: an estimate of the kernel's latency from its verification. Not built yet."""
-    return Latency(kind="not measured", source="")
+    """The cost model's estimate of the kernel's latency (``result.estimate``) as a ``Latency`` of kind
+    "estimated" — "not measured" when there is no estimate. Never a measurement."""
+    est = result.estimate
+    if est is None:
+        return Latency(kind="not measured", source="")
+    return Latency(kind="estimated", source="cost model", p50_us=est.latency_us, target=est.target)

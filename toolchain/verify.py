@@ -71,6 +71,7 @@ class VerifyResult:
     peak_sbuf_bytes: int = 0
     peak_psum_bytes: int = 0
     trace: list[dict[str, Any]] = field(default_factory=list)
+    estimate: dict[str, Any] | None = None  # the cost model's estimate of the first case (CostEstimate JSON)
 
     @property
     def max_abs_error(self) -> float:
@@ -205,11 +206,13 @@ def verify_loaded(kernel: Kernel, task: Task, kernel_path: str, seeds: int = DEF
 
 
 def run_cases(kernel: Kernel, task: Task, kernel_path: str, cases: Iterable[Case], judge: Judge,
-              target: str | None = None, time_limit: float | None = None) -> VerifyResult:
+              target: str | None = None, time_limit: float | None = None, estimate: bool = True) -> VerifyResult:
     """Launch the kernel on each case and judge its outputs; stops at the first NKI error.
 
-    ``task`` only supplies settings here (launcher, tolerance, input mutation policy)."""
+    ``task`` only supplies settings here (launcher, tolerance, input mutation policy). ``estimate``: the
+    first case's launch is traced and the cost model's estimate kept (``VerifyResult.estimate``)."""
     from .sim.kernel import _DEFAULT_TARGET
+    from .simulate import estimate_json
 
     records: list[LaunchRecord] = []
     target = target or task.target
@@ -217,8 +220,11 @@ def run_cases(kernel: Kernel, task: Task, kernel_path: str, cases: Iterable[Case
                           generation=kernel.generation)
     token = DEFAULTS.set(LaunchDefaults(target=target, time_limit=time_limit, observer=records.append))
     try:
-        for case in cases:
+        for n_case, case in enumerate(cases):
             seed = case.seed
+            traced = estimate and n_case == 0
+            if traced:
+                DEFAULTS.set(LaunchDefaults(target=target, time_limit=time_limit, observer=records.append, trace=True))
             t0 = time.perf_counter()
             launcher = task.launcher(kernel)
             try:
@@ -227,8 +233,14 @@ def run_cases(kernel: Kernel, task: Task, kernel_path: str, cases: Iterable[Case
                 result.problems.append(Problem.from_error(e))
                 result.seeds.append(SeedResult(seed=seed, correct=False, message=str(e.message)))
                 return result
+            finally:
+                if traced:
+                    DEFAULTS.set(LaunchDefaults(target=target, time_limit=time_limit, observer=records.append))
             t_kern = time.perf_counter() - t0
             result.compiled = True
+            if records and traced and records[-1].instruction_trace is not None:
+                result.estimate = estimate_json(records[-1])
+                records[-1].instruction_trace = None  # the trace can be large: keep only the estimate
             if records:
                 rec = records[-1]
                 result.target = rec.target

@@ -6,7 +6,8 @@ machine, ``sandbox.py``), so a hostile or broken kernel cannot hang, crash or fo
 ``verify`` computes its verdict in this process from the arrays a reference worker and a kernel
 worker return (``judge.py``). ``isolate=False`` runs in-process (``in_process.py``; tests and
 benchmarks only). Every path returns the same typed result of ``protocol.py`` (``VerifyResult``,
-``SimulateResult``, ``CompileResult``, ``ProfileResult``, ``TaskDescription``); a problem that stops
+``SimulateResult``, ``CompileResult``, ``ProfileResult``, ``TaskDescription``; ``estimate``: the cost
+model's estimate of a trace-only launch, always in this machine's jail); a problem that stops
 the job is in its ``problems`` (``result.problem_list()`` as ``errors.Problem``); ``sandbox`` says how
 it ran (``bwrap``, ``unsandboxed`` where namespaces are unavailable, ``in-process``).
 
@@ -30,8 +31,8 @@ from .protocol import CompileResult, ProfileResult, SimulateResult, TaskDescript
 
 DEFAULT_TIMEOUT = sandbox.DEFAULT_TIMEOUT
 
-__all__ = ["DEFAULT_TIMEOUT", "IN_PROCESS", "compile", "describe_task", "problems_of", "profile", "simulate",
-           "verify"]
+__all__ = ["DEFAULT_TIMEOUT", "IN_PROCESS", "compile", "describe_task", "estimate", "problems_of", "profile",
+           "simulate", "verify"]
 
 
 def verify(kernel: str, task: str, seeds: int = 3, target: str | None = None, kernel_name: str | None = None,
@@ -62,6 +63,25 @@ def simulate(kernel: str, task: str, target: str | None = None, kernel_name: str
         return in_process.simulate(kernel, task, target, kernel_name, seed, timeout, search_path)
     return runner.current().simulate(kernel, task, target=target, kernel_name=kernel_name, seed=seed,
                                      timeout=timeout, cancel=cancel, search_path=search_path)
+
+
+def estimate(kernel: str, task: str, target: str | None = None, kernel_name: str | None = None, seed: int = 0,
+             timeline: bool = False, isolate: bool = True, timeout: float = DEFAULT_TIMEOUT,
+             cancel: threading.Event | None = None, search_path: Sequence[str] = ()) -> SimulateResult:
+    """The cost model's estimate of one launch on ``seed``'s inputs (``SimulateResult.estimate``, None when
+    the kernel does not run or the model fails), ``timeline`` with its engine timeline: a trace-only run
+    (values are not computed where that is expensive, so the outputs are meaningless).
+
+    Always on this machine's jail (``runner.LocalRunner``), never the installed runner: an estimate is a
+    model of the target and needs no device, and a remote runner's measurement must not be mixed with it."""
+    if not isolate:
+        from . import in_process
+
+        return in_process.simulate(kernel, task, target, kernel_name, seed, timeout, search_path, estimate=True,
+                                   timeline=timeline, arithmetic=False)
+    return runner.LocalRunner().simulate(kernel, task, target=target, kernel_name=kernel_name, seed=seed,
+                                         timeout=timeout, cancel=cancel, search_path=search_path, estimate=True,
+                                         timeline=timeline, arithmetic=False)
 
 
 def compile(kernel: str, task: str, target: str | None = None, kernel_name: str | None = None,

@@ -9,10 +9,10 @@ reference draws seed k + 1) and compares the outputs it returns with the expecte
 only in this process. A kernel that changes its inputs is caught by comparing, bit for bit, the
 arguments it returns with this process's own copy of what it sent (stronger than comparing hashes,
 and cheaper than SHA-256 over large inputs); the kernel process's own reports (problems, trace,
-"mutated", the store log that names the line of a first mismatch) are shown, never believed for the
-verdict. Besides seeds ``0..seeds-1``, ``hidden_seeds`` more are drawn here with ``secrets``: the
-reference worker draws them, the kernel worker sees only their position, and the result reports them
-without their values (``results.verify_result``). The result is ``protocol.VerifyResult``.
+"mutated", the store log that names the line of a first mismatch, the cost model's estimate of its first
+launch) are shown, never believed for the verdict. Besides seeds ``0..seeds-1``, ``hidden_seeds`` more
+are drawn here with ``secrets``: the reference worker draws them, the kernel worker sees only their
+position, and the result reports them without their values (``results.verify_result``). The result is ``protocol.VerifyResult``.
 """
 
 from __future__ import annotations
@@ -190,7 +190,8 @@ def _judge(body: dict[str, Any], frames: dict[int, tuple[dict[str, Any], list[np
     out = VerifyResult(kernel=kernel, task=task, target=str(res.get("target", "")),
                        generation=str(res.get("generation", "")), compiled=bool(res.get("compiled")),
                        problems=problems, peak_sbuf_bytes=int(res.get("peak_sbuf_bytes", 0)),
-                       peak_psum_bytes=int(res.get("peak_psum_bytes", 0)), trace=list(res.get("trace", []))[:2000])
+                       peak_psum_bytes=int(res.get("peak_psum_bytes", 0)), trace=list(res.get("trace", []))[:2000],
+                       estimate=res["estimate"] if isinstance(res.get("estimate"), dict) else None)
     task_settings = _task_settings(settings)
     lines: dict[int, int] = {}
     trusted = {s["seed"]: s for s in plan}

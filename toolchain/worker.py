@@ -8,7 +8,8 @@ parent trusts nothing in it beyond array shapes and dtypes anyway). Before readi
 asks the kernel to kill it when its parent dies (Linux). Ops: ``reference`` and ``kernel`` (the two
 worker roles of a verification, ``roles.py``; ``kernel`` with ``role: "device"`` is the kernel role on a
 Neuron device, ``device_role.py``), ``baseline`` (the task's reference timed, ``baseline_role.py``),
-``simulate`` and ``describe``. A request's
+``simulate`` (``estimate`` / ``timeline`` / ``arithmetic``: the cost model's estimate of the launch, with
+its engine timeline, on a trace-only run if asked) and ``describe``. A request's
 ``search_path`` (folders the kernel and task may import from after their own) is passed to
 ``tasks.load_module``; the worker never writes bytecode.
 """
@@ -65,6 +66,14 @@ def _limit(memory_bytes: int, cpu_seconds: int) -> None:
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an over-large write fails with EFBIG instead of killing us
 
 
+def _flag(req: dict[str, Any], name: str, default: bool) -> bool:
+    """A boolean field of the request (absent: ``default``); anything but a JSON boolean is a malformed request."""
+    value = req.get(name, default)
+    if not isinstance(value, bool):
+        raise ValueError(f"request field {name!r} must be a boolean, got {type(value).__name__}")
+    return value
+
+
 def handle(req: dict[str, Any], out_fd: int) -> tuple[dict[str, Any], list[Any]]:
     from .tasks import search_path
 
@@ -94,7 +103,10 @@ def handle(req: dict[str, Any], out_fd: int) -> tuple[dict[str, Any], list[Any]]
 
         return {"ok": True, "result": simulate_files(req["kernel"], req["task"], target=req.get("target"),
                                                      kernel_name=req.get("kernel_name"), seed=int(req.get("seed", 0)),
-                                                     time_limit=req.get("time_limit"), search_path=extra)}, []
+                                                     time_limit=req.get("time_limit"), search_path=extra,
+                                                     estimate=_flag(req, "estimate", False),
+                                                     timeline=_flag(req, "timeline", False),
+                                                     arithmetic=_flag(req, "arithmetic", True))}, []
     if op == "describe":
         from .tasks import describe_task
 

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 DEFAULT_LIMIT = 2_000_000  # instructions per launch (the matmul tutorial's Original version: ~100k)
 
 LOOP_KINDS = ("affine", "sequential", "static", "range")
+_DTYPE_NAMES: dict[Any, str] = {}
 
 
 @dataclass(slots=True)
@@ -180,7 +181,7 @@ class Tracer:
             lo, hi = 0, full.nbytes
             shape = tuple(arr.shape)
             size = arr.size
-            run = _run(arr, item)
+            run = size * item if arr.flags.c_contiguous else _run(arr, item)
         elif view.coords is None and arr.size:
             serial = st.serial
             base = self._bases.get(serial)
@@ -206,8 +207,11 @@ class Tracer:
             run = item
         nbytes = size * item
         kind = st.buffer.kind
-        acc = Access(st.serial, kind, shape, arr.dtype.name if arr.dtype.name != "void" else str(arr.dtype),
-                     nbytes, shape[0] if shape else 1, lo, hi, min(run, nbytes) if nbytes else 0)
+        dt = arr.dtype
+        dname = _DTYPE_NAMES.get(dt)
+        if dname is None:
+            dname = _DTYPE_NAMES[dt] = str(dt.name)  # NumPy builds dtype names in Python: cache them
+        acc = Access(st.serial, kind, shape, dname, nbytes, shape[0] if shape else 1, lo, hi, min(run, nbytes) if nbytes else 0)
         (self.writes if write else self.reads).append(acc)
 
     # -- loops --------------------------------------------------------------------------------------

@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from nki_agent.toolchain.api import verify
 
 GT = Path(__file__).resolve().parents[2] / "examples" / "ground_truth"

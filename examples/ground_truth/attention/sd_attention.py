@@ -72,7 +72,7 @@ def sd_attention(q, k, v):
         probs[...] = nl.copy(ex, dtype=mm_dt)
 
         inv_sum = nl.ndarray((T, d), dtype=act_dt, buffer=nl.sbuf)
-        inv_sum[...] = nl.copy(nl.broadcast_to(nl.reciprocal(row_sum), shape=(T, d)), dtype=act_dt)
+        inv_sum[...] = nl.copy(nl.broadcast_to(1.0 / row_sum, shape=(T, d)), dtype=act_dt)
 
         # probabilities with k on partitions, one TensorE transpose per 128 x 128 piece
         probs_T = nl.ndarray((T, nt, T), dtype=mm_dt, buffer=nl.sbuf)

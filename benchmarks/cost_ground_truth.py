@@ -1,0 +1,94 @@
+"""The cost model against published Trainium latencies: predicted vs published for every ground-truth kernel.
+
+For each entry of ``examples/ground_truth/published.json`` (our own kernels written after the public
+tutorials and samples; the figures and their sources are in that file) it traces the kernel on its
+full-size task in a trace-only run (values are not computed: the estimate needs the instruction
+trace, not the numbers — see docs/cost-model.md), estimates its latency on the entry's target, and
+prints predicted vs published, the ratio, whether it is within the goal (1.5x), and whether the
+rank order within each family is exact. These are our own kernels, so they run in this process.
+
+    .venv/bin/python benchmarks/cost_ground_truth.py [--small] [--filter matmul] [--json out.json]
+
+``--small`` uses each entry's small task (a quick run of the same path: the published figures do not
+apply there, so only the rank order and the trace-only timings are reported).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+GROUND = ROOT / "examples" / "ground_truth"
+GOAL = 1.5
+
+
+def run_entry(entry: dict[str, Any], small: bool) -> dict[str, Any]:
+    from nki_agent.toolchain.simulate import simulate_files
+
+    kernel = GROUND / entry["kernel"]
+    task = GROUND / (entry["small_task"] if small else entry["task"])
+    t0 = time.perf_counter()
+    out = simulate_files(str(kernel), str(task), target=entry.get("target", "trn1"),
+                         kernel_name=entry.get("kernel_name"), estimate=True, arithmetic=False)
+    seconds = time.perf_counter() - t0
+    row: dict[str, Any] = {"id": entry["id"], "family": entry["family"], "published_us": entry["published_us"],
+                           "stat": entry.get("stat", ""), "seconds": round(seconds, 2), "ran": bool(out["ran"])}
+    est = out.get("estimate")
+    if not out["ran"] or est is None:
+        row["error"] = "; ".join(p.get("message", "") for p in out.get("problems", [])[:2]) or "no estimate"
+        return row
+    pred = float(est["latency_us"])
+    row.update(predicted_us=round(pred, 2), bound=est["bound"], instructions=est["instructions"],
+               ratio=round(pred / entry["published_us"], 3))
+    row["within_goal"] = max(row["ratio"], 1 / row["ratio"]) <= GOAL
+    return row
+
+
+def rank_orders(rows: list[dict[str, Any]]) -> dict[str, bool]:
+    """Per family: does the predicted order (fastest first) equal the published order?"""
+    out: dict[str, bool] = {}
+    for fam in sorted({r["family"] for r in rows}):
+        ok = [r for r in rows if r["family"] == fam and "predicted_us" in r]
+        pub = [r["id"] for r in sorted(ok, key=lambda r: r["published_us"])]
+        pred = [r["id"] for r in sorted(ok, key=lambda r: r["predicted_us"])]
+        out[fam] = len(ok) == len([r for r in rows if r["family"] == fam]) and pub == pred
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("--small", action="store_true", help="small tasks (a quick check of the path)")
+    ap.add_argument("--filter", default="", help="only entries whose id contains this")
+    ap.add_argument("--json", default="", help="write the rows here")
+    args = ap.parse_args(argv)
+    entries = [e for e in json.loads((GROUND / "published.json").read_text()) if args.filter in e["id"]]
+    rows = []
+    for e in entries:
+        row = run_entry(e, args.small)
+        rows.append(row)
+        if "predicted_us" in row:
+            mark = "" if args.small else ("ok " if row["within_goal"] else "OUT")
+            print(f"{row['id']:28} published {row['published_us']:>10.1f} µs  predicted {row['predicted_us']:>10.1f} µs  "
+                  f"x{row['ratio']:<6} {mark} {row['bound']:8} {row['instructions']:>7} instr  traced in {row['seconds']} s",
+                  flush=True)
+        else:
+            print(f"{row['id']:28} FAILED: {row.get('error')}", flush=True)
+    ranks = rank_orders(rows)
+    within = [r for r in rows if r.get("within_goal")]
+    print()
+    for fam, ok in ranks.items():
+        print(f"rank order {fam:10}: {'exact' if ok else 'WRONG'}")
+    if not args.small:
+        print(f"within {GOAL}x: {len(within)}/{len(rows)}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"rows": rows, "rank_order": ranks}, indent=1))
+    return 0 if all(r["ran"] and "predicted_us" in r for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

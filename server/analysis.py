@@ -68,6 +68,7 @@ class RunResult:
     diagnostics: tuple[Diagnostic, ...]
     result: VerifyResult | SimulateResult
     task: str
+    text: str | None = None  # the buffer it ran on: maps its line numbers (trace, estimate) onto later edits
 
     @property
     def trace(self) -> list[TraceEntry]:
@@ -138,7 +139,7 @@ def run(kind: str, snap: Snapshot, task: TaskRef, settings: ServerSettings,
                       for p in res.problem_list())
         if isinstance(res, VerifyResult) and res.compiled and not res.correct and not diags:
             diags = (wrong_result(res, snap, source),)
-        return RunResult(kind, snap.revision, snap.version, diags, res, task.path)
+        return RunResult(kind, snap.revision, snap.version, diags, res, task.path, snap.text)
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
 

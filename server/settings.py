@@ -52,6 +52,9 @@ class ServerSettings(BaseModel):
                            "simulator, in the OS sandbox), or remote (the runner at runnerUrl: correctness on its "
                            "backend plus measured latency; the local simulation still runs for hovers).")
     simulate_on_save: bool = Field(True, description="Simulate the kernel on its task's inputs on every save.")
+    cost_hints: bool = Field(True, description="Inlay hints at loop headers with the cost model's estimate from the "
+                                               "last run: the loop's share of the estimated time and what bounds "
+                                               "it. Estimated, never measured.")
     # 20 ms: a re-check after an edit costs 2-4 ms, so this only coalesces a burst of keystrokes
     debounce_ms: int = Field(20, ge=0, le=5000, description="Delay after the last keystroke before static checks run.")
     task_map: dict[str, str] = Field(

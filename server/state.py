@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types as T
 
+from ..diagnostics.cost_view import CostView, place
 from ..toolchain.protocol import SimulateResult
 from . import analysis
 from .analysis import RunResult, StaticResult
@@ -95,6 +96,21 @@ class ServerState:
             if spec.shape is not None:
                 shapes[param] = tuple(spec.shape)
         return {kernel.name: shapes}
+
+    def cost_view(self, snap: Snapshot) -> CostView | None:
+        """The cost model's estimate from the document's last local run (verify or simulate, the newest
+        revision; on a tie the one with an estimate, verify first), placed on the current text: its lines
+        follow the edits made since, and lines that were edited lose their figures. None without one."""
+        st = self.docs.get(snap.uri)
+        runs = [r for r in (st.runs.get("verify"), st.runs.get("simulate")) if r is not None] if st else []
+        if not runs:
+            return None
+        last = max(runs, key=lambda r: (r.revision, r.result.estimate is not None))
+        if last.result.estimate is None:
+            return None
+        ran_on = snap.text if last.revision == snap.revision else last.text
+        kernel = last.result.kernel_name if isinstance(last.result, SimulateResult) else ""
+        return place(last.result.estimate, snap.text, ran_on, kernel)
 
     # -- static tier -----------------------------------------------------------------------------
     def schedule_static(self, snap: Snapshot, delay: float | None = None) -> None:

@@ -1,5 +1,7 @@
-"""textDocument/codeLens: above each kernel ``def``, the last verification and a Verify command; with a
-remote runner, its verdict and measured latency too."""
+"""textDocument/codeLens: above each kernel ``def``, the last verification and a Verify command, with the
+cost model's estimate of that kernel appended ("· ≈ 6.97 ms est. trn1, TensorE-bound", always "est.");
+with a remote runner, a second lens ("NKI runner: ...") with its verdict and latency as the runner reports
+it — the two are never merged."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types as T
 
+from ...diagnostics.cost_view import CostView
 from ...toolchain.protocol import ProfileResult, VerifyResult
 from ..positions import to_lsp
 from .commands import VERIFY
@@ -16,19 +19,28 @@ if TYPE_CHECKING:
     from ..app import NkiLanguageServer
 
 
-def title(run: RunResult | None, backend: str) -> str:
+def estimate_note(view: CostView | None) -> str:
+    """" · ≈ 6.97 ms est. trn1, TensorE-bound" ("" without an estimate; marked when the text changed since)."""
+    if view is None:
+        return ""
+    return f" · {view.estimate.summary()}" + (" (before your edits)" if view.stale else "")
+
+
+def title(run: RunResult | None, backend: str, view: CostView | None = None) -> str:
+    """The local lens: verdict (and the estimate, when ``view`` is given) then the Verify command."""
+    note = estimate_note(view)
     if run is None:
-        return "NKI: not verified — Verify"
+        return f"NKI: not verified{note} — Verify"
     res = run.result
     target = res.target or "?"
     if res.sandbox == "unsandboxed":  # namespaces unavailable: say so where the verdict is shown
         backend += ", UNSANDBOXED"
     if isinstance(res, VerifyResult) and res.correct:
-        return f"NKI: ✓ verified on {target} ({backend}), max error {res.max_abs_error:.3g} — Verify again"
+        return f"NKI: ✓ verified on {target} ({backend}), max error {res.max_abs_error:.3g}{note} — Verify again"
     if isinstance(res, VerifyResult) and res.compiled:
-        return f"NKI: ✗ wrong result on {target} ({backend}), max error {res.max_abs_error:.3g} — Verify again"
+        return f"NKI: ✗ wrong result on {target} ({backend}), max error {res.max_abs_error:.3g}{note} — Verify again"
     codes = ", ".join(sorted({d.code for d in run.diagnostics})) or "failed"
-    return f"NKI: ✗ {codes} ({backend}) — Verify again"
+    return f"NKI: ✗ {codes} ({backend}){note} — Verify again"
 
 
 def remote_title(run: RunResult) -> str:
@@ -55,12 +67,14 @@ def register(ls: NkiLanguageServer) -> None:
         run = st.runs.get("verify") if st else None
         remote = st.runs.get("remote") if st else None
         lines = snap.text.split("\n")
+        view = ls.state.cost_view(snap)
+        estimated = view.kernel_line([(k.name, k.line) for k in facts.kernels]) if view else None
         out = []
         for k in facts.kernels:
             pl, pc = to_lsp(lines, k.line, 1)
             rng = T.Range(T.Position(pl, 0), T.Position(pl, pc))
-            out.append(T.CodeLens(range=rng, command=T.Command(
-                title=title(run, ls.state.settings.compiler_backend), command=VERIFY, arguments=[snap.uri])))
+            text = title(run, ls.state.settings.compiler_backend, view if k.line == estimated else None)
+            out.append(T.CodeLens(range=rng, command=T.Command(title=text, command=VERIFY, arguments=[snap.uri])))
             if remote is not None:
                 out.append(T.CodeLens(range=rng, command=T.Command(
                     title=remote_title(remote), command=VERIFY, arguments=[snap.uri])))

@@ -4,6 +4,11 @@
   SBUF/PSUM capacity of the selected target (the last simulation's trace wins over static facts);
 - a kernel parameter: rank and shape from the task's inputs when a simulation reported them;
 - ``nl.*`` / ``nisa.*`` calls: a short signature + limits blurb (``api_table``);
+- a kernel's name: the cost model's estimate (summary, per-engine busy table, notes) and the remote
+  runner's figures, each under its own heading;
+- a loop header or any line the cost model attributes time to: "this loop: 41 % of estimated time, ..."
+  / "this line: 12 % of estimated time (...)" (``diagnostics.cost_view``: lines follow the edits made
+  since the run, edited lines have none);
 - an error code in a comment, or any position under a squiggle: the code's explanation.
 """
 
@@ -18,6 +23,7 @@ from lsprotocol import types as T
 from ...toolchain.protocol import ProfileResult, VerifyResult
 from ...toolchain.targets import get_target
 from ...diagnostics import api_reference as api_table
+from ...diagnostics.cost_view import CostView, estimate_markdown, line_phrase, loop_phrase
 from ..explain import code_at, explain
 from ..facts import Facts, TensorFact, fact_at, trace_facts
 from ..positions import utf16_to_index
@@ -127,6 +133,10 @@ async def hover_markdown(ls: NkiLanguageServer, snap: Snapshot, line0: int, char
                 md = _name_markdown(ls, snap, facts, name, line0 + 1, lines)
                 if md:
                     parts.append(md)
+        if len(text) - len(text.lstrip()) <= index <= len(text.rstrip()):  # on the line's code, not its margins
+            cost = cost_markdown(ls.state.cost_view(snap), line0 + 1)
+            if cost:
+                parts.append(cost)
     # under a squiggle: explain its code (once per code)
     _, diags = ls.state.current_diagnostics(snap.uri)
     seen = {code} if code else set()
@@ -137,6 +147,27 @@ async def hover_markdown(ls: NkiLanguageServer, snap: Snapshot, line0: int, char
             seen.add(d.code)
             parts.append(explain(d.code))
     return "\n\n---\n\n".join(parts) if parts else None
+
+
+STALE = "estimate of an earlier version of this file"
+
+
+def cost_markdown(view: CostView | None, line1: int) -> str | None:
+    """The estimated share of the loop headed at ``line1`` and of the line itself, if the model has them."""
+    if view is None:
+        return None
+    loop, cost = view.loop_at(line1), view.line_at(line1)
+    bits = ([loop_phrase(loop)] if loop is not None else []) + ([line_phrase(cost)] if cost is not None else [])
+    if not bits:
+        return None
+    return "\n\n".join(bits + ([f"*({STALE})*"] if view.stale else []))
+
+
+def _estimate_markdown(ls: NkiLanguageServer, snap: Snapshot, facts: Facts, kernel: str, line1: int) -> str | None:
+    view = ls.state.cost_view(snap)
+    if view is None or view.kernel_line([(k.name, k.line) for k in facts.kernels]) != line1:
+        return None
+    return estimate_markdown(view.estimate, f"**{kernel}** — cost model estimate" + (f" ({STALE})" if view.stale else ""))
 
 
 def _runner_markdown(ls: NkiLanguageServer, snap: Snapshot, kernel: str) -> str | None:
@@ -164,9 +195,10 @@ def _name_markdown(ls: NkiLanguageServer, snap: Snapshot, facts: Facts, name: st
                    lines: list[str]) -> str | None:
     for k in facts.kernels:
         if k.name == name and k.line == line1:
-            md = _runner_markdown(ls, snap, k.name)
-            if md:
-                return md
+            found = [md for md in (_estimate_markdown(ls, snap, facts, k.name, line1), _runner_markdown(ls, snap, k.name))
+                     if md]
+            if found:
+                return "\n\n---\n\n".join(found)
         if any(p[0] == name and p[1] <= line1 for p in k.params) and k.line <= line1:
             shapes = ls.state.input_shapes(snap, facts).get(k.name, {})
             shape = shapes.get(name)

@@ -1,8 +1,11 @@
-"""textDocument/inlayHint: ``: (128, 512) float32 sbuf`` after tensor assignments, ``×N`` after loops.
+"""textDocument/inlayHint: ``: (128, 512) float32 sbuf`` after tensor assignments, ``×N`` after loops,
+``≈ 41 % · DMA`` at the end of loop headers.
 
 Tensor facts: the last simulation's trace wins over static inference on the same line; a static
 fact with nothing known (no shape, no dtype) is not shown. Loop hints: the trip count of
-``affine_range(N)``-style loops whose bounds are known statically.
+``affine_range(N)``-style loops whose bounds are known statically. Cost hints (``costHints``): each
+loop's share of the cost model's estimated time and what bounds it, from the last local run; after an
+edit they follow their loop, and a loop header that was edited has none (``diagnostics.cost_view``).
 """
 
 from __future__ import annotations
@@ -11,12 +14,15 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types as T
 
+from ...diagnostics.cost_view import CostView, loop_hint, loop_phrase
 from ..facts import TensorFact, trace_facts
 from ..positions import to_lsp
 from .hover import fmt_shape
 
 if TYPE_CHECKING:
     from ..app import NkiLanguageServer
+
+STALE_TIP = " (estimate of an earlier version of this file)"
 
 
 def label(f: TensorFact) -> str | None:
@@ -65,4 +71,21 @@ def register(ls: NkiLanguageServer) -> None:
                 pl, pc = to_lsp(lines, loop.line, loop.end_column)
                 hints.append(T.InlayHint(position=T.Position(pl, pc), label=f" ×{loop.trips}",
                                          kind=T.InlayHintKind.Parameter, tooltip=f"{loop.kind}: {loop.trips} iterations"))
+        if ls.state.settings.cost_hints:
+            hints.extend(cost_hints(ls.state.cost_view(snap), lines, first, last))
         return hints
+
+
+def cost_hints(view: CostView | None, lines: list[str], first: int, last: int) -> list[T.InlayHint]:
+    """One hint at the end of each loop header in lines ``first..last`` (1-based) that the estimate times."""
+    if view is None:
+        return []
+    out = []
+    for line, loop in sorted(view.loops.items()):
+        if not first <= line <= last or line > len(lines):
+            continue
+        text = lines[line - 1].rstrip("\r")
+        pl, pc = to_lsp(lines, line, len(text.rstrip()) + 1)
+        out.append(T.InlayHint(position=T.Position(pl, pc), label=loop_hint(loop), padding_left=True,
+                               tooltip=loop_phrase(loop) + (STALE_TIP if view.stale else "")))
+    return out

@@ -88,6 +88,10 @@ class CostEstimate(_Model):
     critical_path_us: float = 0.0
     timeline: list[TimelineBar] = Field(default_factory=list)  # bounded (at most ~4000 bars), may be empty
     notes: list[str] = Field(default_factory=list)  # e.g. "SBUF over capacity: spills modelled as DMA"
+    constants: dict[str, float] = Field(default_factory=dict)  # the model's free constants used (cost.FREE)
+    # relative change of latency_us per relative change of each free constant (estimate(..., sensitivities=True);
+    # empty otherwise): lets calibration re-predict this estimate under other constants without the trace
+    sensitivities: dict[str, float] = Field(default_factory=dict)
 
     def summary(self) -> str:
         """"≈ 6.97 ms est. trn1, TensorE-bound"."""

@@ -1,0 +1,226 @@
+"""Data dependencies and ordering barriers of a trace, computed once (independent of any timing).
+
+Dependencies: two accesses to the same storage conflict when their conservative byte ranges
+``[lo, hi)`` overlap and one is a write (RAW, WAR, WAW). Per storage a sorted map of disjoint byte
+segments holds the last writer of each segment and its readers since that write — one reader per
+lane, because on an in-order lane (an engine, a FIFO DMA queue) the last reader finishes last. A
+write replaces the segments it covers, so the map stays as small as the distinct tile boundaries of
+the storage; reads of a storage never written (kernel inputs) are kept as one coarse reader set.
+Work per access is O(log k + segments covered): traces of ~1M instructions are fine.
+
+Edges between two instructions on the same lane are dropped for WAR and WAW (in-order issue already
+orders them, e.g. a chain of matmuls accumulating into one PSUM bank streams back to back); RAW
+edges are kept on every lane (a dependent instruction waits for its producer's result).
+
+Barriers (groups): an instruction of iteration k of a ``sequential_range`` loop waits for every
+instruction of iteration k-1 (of the same execution of the loop); SPMD instance n waits for all of
+instance n-1 (instances run one after another on one core). ``affine`` / ``range`` / ``static``
+iterations only wait on data.
+
+Imports only the trace format.
+"""
+
+from __future__ import annotations
+
+from array import array
+from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..sim.trace import Trace
+
+
+@dataclass
+class Deps:
+    """Dependency edges (CSR: predecessors of i are ``val[ptr[i]:ptr[i+1]]``) and barrier groups."""
+
+    ptr: array
+    val: array
+    wait_ptr: array  # groups instruction i waits for
+    wait_val: array
+    member_ptr: array  # groups instruction i belongs to (its end time counts towards them)
+    member_val: array
+    groups: int
+
+    def preds(self, i: int) -> list[int]:
+        return list(self.val[self.ptr[i]:self.ptr[i + 1]])
+
+
+class _Segments:
+    """Disjoint byte segments of one storage: last writer and readers (lane -> instr) of each."""
+
+    __slots__ = ("hi", "lo", "pre", "r", "w")
+
+    def __init__(self) -> None:
+        self.lo: list[int] = []
+        self.hi: list[int] = []
+        self.w: list[int] = []
+        self.r: list[dict[int, int] | None] = []
+        self.pre: dict[int, int] = {}  # readers before the first write (coarse: the whole storage)
+
+    def span(self, lo: int, hi: int) -> tuple[int, int]:
+        los = self.lo
+        i0 = bisect_right(los, lo) - 1
+        if i0 < 0 or self.hi[i0] <= lo:
+            i0 += 1
+        return i0, bisect_left(los, hi, i0)
+
+    def write(self, lo: int, hi: int, idx: int) -> None:
+        i0, i1 = self.span(lo, hi)
+        if i1 - i0 == 1 and self.lo[i0] == lo and self.hi[i0] == hi:
+            self.w[i0] = idx
+            self.r[i0] = None
+            return
+        nlo: list[int] = [lo]
+        nhi: list[int] = [hi]
+        nw: list[int] = [idx]
+        nr: list[dict[int, int] | None] = [None]
+        if i0 < i1:
+            if self.lo[i0] < lo:
+                nlo.insert(0, self.lo[i0])
+                nhi.insert(0, lo)
+                nw.insert(0, self.w[i0])
+                nr.insert(0, self.r[i0])
+            last = i1 - 1
+            if self.hi[last] > hi:
+                nlo.append(hi)
+                nhi.append(self.hi[last])
+                nw.append(self.w[last])
+                nr.append(self.r[last])
+        self.lo[i0:i1] = nlo
+        self.hi[i0:i1] = nhi
+        self.w[i0:i1] = nw
+        self.r[i0:i1] = nr
+
+    def read(self, lo: int, hi: int, lane: int, idx: int) -> None:
+        i0, i1 = self.span(lo, hi)
+        if i1 - i0 == 1 and self.lo[i0] == lo and self.hi[i0] == hi:
+            old = self.r[i0]
+            new = dict(old) if old else {}
+            new[lane] = idx
+            self.r[i0] = new
+            return
+        out: list[tuple[int, int, int, dict[int, int] | None]] = []
+        mine = {lane: idx}
+        cur = lo
+        for k in range(i0, i1):
+            slo, shi, w, r = self.lo[k], self.hi[k], self.w[k], self.r[k]
+            if slo < lo:  # the part before the read keeps its readers
+                out.append((slo, lo, w, r))
+                slo = lo
+            if cur < slo:  # a gap never written: a segment with this reader only
+                out.append((cur, slo, -1, mine))
+            mid = min(hi, shi)
+            upd = dict(r) if r else {}
+            upd[lane] = idx
+            out.append((slo, mid, w, upd))
+            if shi > hi:
+                out.append((hi, shi, w, r))
+            cur = mid
+        if cur < hi:
+            out.append((cur, hi, -1, mine))
+        self.lo[i0:i1] = [o[0] for o in out]
+        self.hi[i0:i1] = [o[1] for o in out]
+        self.w[i0:i1] = [o[2] for o in out]
+        self.r[i0:i1] = [o[3] for o in out]
+
+
+class _Seq:
+    """One execution of a sequential loop: its iteration and the barrier groups of it and the one before."""
+
+    __slots__ = ("current", "iteration", "prefix", "previous")
+
+    def __init__(self, prefix: tuple[tuple[int, int], ...], iteration: int, current: int) -> None:
+        self.prefix = prefix
+        self.iteration = iteration
+        self.current = current
+        self.previous = -1
+
+
+def build(trace: Trace, lanes: Sequence[int]) -> Deps:
+    """The ``Deps`` of ``trace`` whose instruction i runs on ``lanes[i]`` (a DMA's queue lane; -1 = free)."""
+    ptr = array("q", [0])
+    val = array("q")
+    wait_ptr = array("q", [0])
+    wait_val = array("q")
+    member_ptr = array("q", [0])
+    member_val = array("q")
+    stores: dict[int, _Segments] = {}
+    sequential = {lid for lid, lp in trace.loops.items() if lp.kind == "sequential"}
+    seq_state: dict[int, _Seq] = {}
+    groups = 0
+    inst_current = -1
+    inst_group = -1
+    inst_prev_group = -1
+    for i, ins in enumerate(trace.instrs):
+        lane = lanes[i]
+        preds: set[int] = set()
+        # -- data dependencies ---------------------------------------------------------------------------
+        for a in ins.reads:
+            segs = stores.get(a.storage)
+            if segs is None or not segs.lo:
+                continue
+            i0, i1 = segs.span(a.lo, a.hi)
+            for k in range(i0, i1):
+                w = segs.w[k]
+                if w >= 0:
+                    preds.add(w)  # RAW
+        for a in ins.writes:
+            segs = stores.get(a.storage)
+            if segs is None:
+                continue
+            for rl, ri in segs.pre.items():
+                if rl != lane or lane < 0:
+                    preds.add(ri)  # WAR against reads before the first write (coarse)
+            i0, i1 = segs.span(a.lo, a.hi)
+            for k in range(i0, i1):
+                w = segs.w[k]
+                if w >= 0 and (lane < 0 or lanes[w] != lane):
+                    preds.add(w)  # WAW
+                r = segs.r[k]
+                if r:
+                    for rl, ri in r.items():
+                        if rl != lane or lane < 0:
+                            preds.add(ri)  # WAR
+        preds.discard(i)
+        val.extend(preds)
+        ptr.append(len(val))
+        for a in ins.reads:
+            segs = stores.get(a.storage)
+            if segs is None:
+                segs = stores[a.storage] = _Segments()
+            if not segs.lo:
+                segs.pre[lane] = i
+            else:
+                segs.read(a.lo, a.hi, lane, i)
+        for a in ins.writes:
+            segs = stores.get(a.storage)
+            if segs is None:
+                segs = stores[a.storage] = _Segments()
+            segs.write(a.lo, a.hi, i)
+        # -- barriers --------------------------------------------------------------------------------------
+        if ins.instance != inst_current:
+            inst_current = ins.instance
+            inst_prev_group, inst_group = inst_group, groups
+            groups += 1
+        if inst_prev_group >= 0:
+            wait_val.append(inst_prev_group)
+        member_val.append(inst_group)
+        if sequential:
+            for depth, (lid, it) in enumerate(ins.loops):
+                if lid not in sequential:
+                    continue
+                prefix = ins.loops[:depth]
+                st = seq_state.get(lid)
+                if st is None or st.prefix != prefix:  # a new execution of the loop
+                    st = seq_state[lid] = _Seq(prefix, it, groups)
+                    groups += 1
+                elif st.iteration != it:  # the next iteration waits for this one
+                    st.iteration, st.previous, st.current = it, st.current, groups
+                    groups += 1
+                if st.previous >= 0:
+                    wait_val.append(st.previous)
+                member_val.append(st.current)
+        wait_ptr.append(len(wait_val))
+        member_ptr.append(len(member_val))
+    return Deps(ptr, val, wait_ptr, wait_val, member_ptr, member_val, groups)

@@ -25,7 +25,7 @@ ENGINE_NAMES = {"tensor": "TensorE", "vector": "VectorE", "scalar": "ScalarE", "
 # The changed middle of two texts is matched line by line with difflib only below this many line pairs
 # (difflib is quadratic in the worst case); a bigger rewrite maps only the unchanged head and tail.
 MAX_DIFF_PAIRS = 4_000_000
-MAX_ENGINE_ROWS = 8  # a hover's engine table: the busiest lanes (16 DMA queues would drown the compute engines)
+MAX_ENGINE_ROWS = 8  # a hover's engine table: the busiest lanes (the DMA queues share one row)
 
 
 @dataclass(frozen=True)
@@ -114,6 +114,8 @@ def place(estimate: CostEstimate, text: str, ran_on: str | None, kernel: str = "
             loops[at] = loop
     lines: dict[int, LineCost] = {}
     for cost in estimate.lines:
+        if cost.us <= 0 and cost.share <= 0:  # issued there, but no time attributed: nothing to say
+            continue
         at = where(cost.line) if where is not None else cost.line
         if at is not None and at > 0 and (at not in lines or lines[at].us < cost.us):
             lines[at] = cost
@@ -165,17 +167,10 @@ def estimate_markdown(estimate: CostEstimate, heading: str) -> str:
     """``heading``, the summary, a per-engine busy table, the kernel's totals and the model's notes."""
     est = estimate
     rows = [heading, "", f"{est.summary()} (cost model — an estimate, not a measurement)", ""]
-    busy = sorted((e for e in est.engines if e.busy_us > 0 or e.instructions > 0), key=lambda e: -e.busy_us)
-    if busy:
-        rows += ["| engine | busy (est.) | utilisation | instructions |", "|---|---|---|---|"]
-        rows += [f"| {e.lane} | {fmt_us(e.busy_us)} | {pct(e.utilisation)} | {e.instructions:,} |"
-                 for e in busy[:MAX_ENGINE_ROWS]]
-        if len(busy) > MAX_ENGINE_ROWS:
-            rows.append(f"| … {len(busy) - MAX_ENGINE_ROWS} more lanes | | | |")
-        rows.append("")
+    rows += _engine_rows(est)
     totals = [f"launch overhead {fmt_us(est.overhead_us)}"]
     if est.flops > 0:
-        totals.append(f"{est.flops:.3g} FLOP ({pct(est.flop_utilisation)} of TensorE peak)")
+        totals.append(f"{_si(est.flops)}FLOP ({pct(est.flop_utilisation)} of TensorE peak)")
     if est.hbm_bytes > 0:
         totals.append(f"{_bytes(est.hbm_bytes)} HBM traffic ({pct(est.bandwidth_utilisation)} of DMA bandwidth)")
     rows.append(" · ".join(totals))
@@ -185,6 +180,33 @@ def estimate_markdown(estimate: CostEstimate, heading: str) -> str:
     if notes:
         rows += [""] + [f"- {n}" for n in notes]
     return "\n".join(rows)
+
+
+def _engine_rows(est: CostEstimate) -> list[str]:
+    """The busy table, busiest first; the DMA queues as one row (their busiest queue), idle lanes left out."""
+    busy = [e for e in est.engines if e.busy_us > 0 or e.instructions > 0]
+    queues = [e for e in busy if e.engine == "dma"]
+    rows = [(e.busy_us, e.lane, e.utilisation, e.instructions) for e in busy if e.engine != "dma" or len(queues) == 1]
+    if len(queues) > 1:
+        top = max(queues, key=lambda e: e.busy_us)
+        rows.append((top.busy_us, f"DMA ({len(queues)} queues, busiest)", top.utilisation,
+                     sum(e.instructions for e in queues)))
+    if not rows:
+        return []
+    rows.sort(key=lambda r: -r[0])
+    out = ["| engine | busy (est.) | utilisation | instructions |", "|---|---|---|---|"]
+    out += [f"| {lane} | {fmt_us(us)} | {pct(util)} | {n:,} |" for us, lane, util, n in rows[:MAX_ENGINE_ROWS]]
+    if len(rows) > MAX_ENGINE_ROWS:
+        out.append(f"| … {len(rows) - MAX_ENGINE_ROWS} more lanes | | | |")
+    return out + [""]
+
+
+def _si(x: float) -> str:
+    """"1.07 G" for 1.07e9 (followed by the unit)."""
+    for prefix, size in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if x >= size:
+            return f"{x / size:.3g} {prefix}"
+    return f"{x:.3g} "
 
 
 def _bytes(n: int) -> str:

@@ -133,7 +133,7 @@ async def hover_markdown(ls: NkiLanguageServer, snap: Snapshot, line0: int, char
                 md = _name_markdown(ls, snap, facts, name, line0 + 1, lines)
                 if md:
                     parts.append(md)
-        if len(text) - len(text.lstrip()) <= index <= len(text.rstrip()):  # on the line's code, not its margins
+        if len(text) - len(text.lstrip()) <= index < len(text.rstrip()):  # on the line's code, not its margins
             cost = cost_markdown(ls.state.cost_view(snap), line0 + 1)
             if cost:
                 parts.append(cost)

@@ -65,5 +65,8 @@ def main() -> int:
 
 if __name__ == "__main__":
     code = main()
-    sys.stdout.flush()
+    try:
+        sys.stdout.flush()
+    except (ValueError, OSError):  # the client side is already closed
+        pass
     os._exit(code)

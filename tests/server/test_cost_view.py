@@ -37,18 +37,27 @@ def test_the_kernel_markdown_has_the_summary_the_engine_table_and_the_notes() ->
     rows = [r for r in md.split("\n") if r.startswith("| ") and "---" not in r][1:]
     assert rows == ["| TensorE | 6.5 ms | 93 % | 1,024 |", "| DMA q0 | 2.1 ms | 30 % | 512 |",
                     "| VectorE | 120 µs | 2 % | 8 |"]  # busiest first; an idle lane is left out
-    assert "launch overhead 15 µs" in md and "65 % of TensorE peak" in md and "8 MB HBM traffic" in md
+    assert "launch overhead 15 µs" in md and "1.07 GFLOP (65 % of TensorE peak)" in md and "8 MB HBM traffic" in md
     assert md.endswith("- PSUM accumulation modelled as in-place")
 
 
-def test_many_lanes_are_cut_to_the_busiest() -> None:
+def test_the_dma_queues_share_one_row_and_a_truncated_trace_says_so() -> None:
     est = matmul_estimate()
-    est.engines = [e.model_copy(update={"lane": f"DMA q{i}", "busy_us": 100.0 + i}) for i, e in
-                   enumerate([est.engines[1]] * 12)]
+    queues = [est.engines[1].model_copy(update={"lane": f"DMA q{i}", "busy_us": 100.0 + i, "instructions": 2})
+              for i in range(12)]
+    est.engines = [est.engines[0], *queues, est.engines[2]]
     est.truncated = True
     md = estimate_markdown(est, "h")
-    assert "| DMA q11 |" in md and "| DMA q3 |" not in md and "| … 4 more lanes | | | |" in md
+    rows = [r for r in md.split("\n") if r.startswith("| ") and "---" not in r][1:]
+    assert rows == ["| TensorE | 6.5 ms | 93 % | 1,024 |", "| VectorE | 120 µs | 2 % | 8 |",
+                    "| DMA (12 queues, busiest) | 111 µs | 30 % | 24 |"]
     assert "covers only the recorded part" in md
+
+
+def test_a_line_without_time_has_no_cost() -> None:
+    est = matmul_estimate()
+    est.lines.append(LineCost(line=28, us=0.0, share=0.0, engine="tensor"))
+    assert place(est, TEXT, TEXT).line_at(28) is None
 
 
 def test_the_same_text_places_every_cost_on_its_own_line() -> None:

@@ -67,10 +67,13 @@ def simulate(kernel: str, task: str, target: str | None = None, kernel_name: str
 
 def estimate(kernel: str, task: str, target: str | None = None, kernel_name: str | None = None, seed: int = 0,
              timeline: bool = False, isolate: bool = True, timeout: float = DEFAULT_TIMEOUT,
-             cancel: threading.Event | None = None, search_path: Sequence[str] = ()) -> SimulateResult:
+             cancel: threading.Event | None = None, search_path: Sequence[str] = (),
+             sensitivities: bool = False) -> SimulateResult:
     """The cost model's estimate of one launch on ``seed``'s inputs (``SimulateResult.estimate``, None when
-    the kernel does not run or the model fails), ``timeline`` with its engine timeline: a trace-only run
-    (values are not computed where that is expensive, so the outputs are meaningless).
+    the kernel does not run or the model fails), ``timeline`` with its engine timeline, ``sensitivities``
+    with the latency's sensitivity to each free constant (what ``cost.calibration.fit`` re-predicts it
+    from): a trace-only run (values are not computed where that is expensive, so the outputs are
+    meaningless).
 
     Always on this machine's jail (``runner.LocalRunner``), never the installed runner: an estimate is a
     model of the target and needs no device, and a remote runner's measurement must not be mixed with it."""
@@ -78,10 +81,10 @@ def estimate(kernel: str, task: str, target: str | None = None, kernel_name: str
         from . import in_process
 
         return in_process.simulate(kernel, task, target, kernel_name, seed, timeout, search_path, estimate=True,
-                                   timeline=timeline, arithmetic=False)
+                                   timeline=timeline, arithmetic=False, sensitivities=sensitivities)
     return runner.LocalRunner().simulate(kernel, task, target=target, kernel_name=kernel_name, seed=seed,
                                          timeout=timeout, cancel=cancel, search_path=search_path, estimate=True,
-                                         timeline=timeline, arithmetic=False)
+                                         timeline=timeline, arithmetic=False, sensitivities=sensitivities)
 
 
 def compile(kernel: str, task: str, target: str | None = None, kernel_name: str | None = None,

@@ -64,13 +64,13 @@ def verify(kernel_path: str, task_path: str, seeds: int, target: str | None, ker
 
 def simulate(kernel_path: str, task_path: str, target: str | None, kernel_name: str | None, seed: int,
              time_limit: float | None, search_path: Sequence[str], estimate: bool = False, timeline: bool = False,
-             arithmetic: bool = True) -> SimulateResult:
+             arithmetic: bool = True, sensitivities: bool = False) -> SimulateResult:
     from .results import parse
     from .simulate import simulate_files
 
     data = dict(simulate_files(kernel_path, task_path, target, kernel_name, seed, time_limit=time_limit,
                                search_path=search_path, estimate=estimate, timeline=timeline,
-                               arithmetic=arithmetic), sandbox=IN_PROCESS)
+                               arithmetic=arithmetic, sensitivities=sensitivities), sandbox=IN_PROCESS)
     return parse(SimulateResult, data, {"kernel": kernel_path, "task": task_path, "sandbox": IN_PROCESS},
                  kernel_path, "simulation")
 

@@ -218,7 +218,8 @@ def _refuse_tampering(kernel_path: str) -> None:
 
 
 def _preload(kernel_path: str) -> None:
-    """Import what a kernel file may import that loads native code (the tripwire refuses ctypes later)."""
+    """Import what a kernel file may import that loads native code (the tripwire refuses ctypes later), and
+    the cost model."""
     try:
         with open(kernel_path, encoding="utf-8", errors="replace") as f:
             text = f.read(1 << 20)
@@ -229,6 +230,10 @@ def _preload(kernel_path: str) -> None:
             import torch  # noqa: F401
         except Exception:  # noqa: BLE001 - not installed: the kernel's own import will say so
             pass
+    try:  # the cost model estimates the first launch; its result models are pydantic classes, whose
+        from . import cost  # noqa: F401  # creation reads frames (sys._getframe), refused once guarded
+    except Exception:  # noqa: BLE001 - no cost model: the estimate is simply absent
+        pass
     gc.collect()
 
 

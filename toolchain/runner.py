@@ -94,15 +94,17 @@ class LocalRunner:
     def simulate(self, kernel: str, task: str, *, target: str | None = None, kernel_name: str | None = None,
                  seed: int = 0, timeout: float = sandbox.DEFAULT_TIMEOUT, cancel: threading.Event | None = None,
                  search_path: Sequence[str] = (), estimate: bool = False, timeline: bool = False,
-                 arithmetic: bool = True) -> SimulateResult:
+                 arithmetic: bool = True, sensitivities: bool = False) -> SimulateResult:
         """``estimate``: the cost model's estimate of the launch (``SimulateResult.estimate``), ``timeline``
-        with its engine timeline; ``arithmetic=False`` a trace-only run (outputs meaningless). These are
-        this runner's own (``api.estimate``), not part of the ``Runner`` protocol."""
+        with its engine timeline, ``sensitivities`` with the latency's sensitivity to each free constant;
+        ``arithmetic=False`` a trace-only run (outputs meaningless). These are this runner's own
+        (``api.estimate``), not part of the ``Runner`` protocol."""
         from .results import parse
 
         base = {"kernel": kernel, "task": task}
         req = {"op": "simulate", "kernel": kernel, "task": task, "target": target, "kernel_name": kernel_name,
-               "seed": seed, "estimate": bool(estimate), "timeline": bool(timeline), "arithmetic": bool(arithmetic)}
+               "seed": seed, "estimate": bool(estimate), "timeline": bool(timeline), "arithmetic": bool(arithmetic),
+               "sensitivities": bool(sensitivities)}
         reply = sandbox.run(_with_search_path(req, search_path), timeout=timeout, cancel=cancel)
         return parse(SimulateResult, _body(reply, base), dict(base, sandbox=str(reply.get("sandbox", ""))), kernel)
 

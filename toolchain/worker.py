@@ -8,8 +8,9 @@ parent trusts nothing in it beyond array shapes and dtypes anyway). Before readi
 asks the kernel to kill it when its parent dies (Linux). Ops: ``reference`` and ``kernel`` (the two
 worker roles of a verification, ``roles.py``; ``kernel`` with ``role: "device"`` is the kernel role on a
 Neuron device, ``device_role.py``), ``baseline`` (the task's reference timed, ``baseline_role.py``),
-``simulate`` (``estimate`` / ``timeline`` / ``arithmetic``: the cost model's estimate of the launch, with
-its engine timeline, on a trace-only run if asked) and ``describe``. A request's
+``simulate`` (``estimate`` / ``timeline`` / ``sensitivities`` / ``arithmetic``: the cost model's estimate of
+the launch, with its engine timeline or its sensitivities to the model's constants, on a trace-only run if
+asked) and ``describe``. A request's
 ``search_path`` (folders the kernel and task may import from after their own) is passed to
 ``tasks.load_module``; the worker never writes bytecode.
 """
@@ -70,7 +71,7 @@ def _flag(req: dict[str, Any], name: str, default: bool) -> bool:
     """A boolean field of the request (absent: ``default``); anything but a JSON boolean is a malformed request."""
     value = req.get(name, default)
     if not isinstance(value, bool):
-        raise ValueError(f"request field {name!r} must be a boolean, got {type(value).__name__}")
+        raise TypeError(f"request field {name!r} must be a boolean, got {type(value).__name__}")
     return value
 
 
@@ -106,7 +107,8 @@ def handle(req: dict[str, Any], out_fd: int) -> tuple[dict[str, Any], list[Any]]
                                                      time_limit=req.get("time_limit"), search_path=extra,
                                                      estimate=_flag(req, "estimate", False),
                                                      timeline=_flag(req, "timeline", False),
-                                                     arithmetic=_flag(req, "arithmetic", True))}, []
+                                                     arithmetic=_flag(req, "arithmetic", True),
+                                                     sensitivities=_flag(req, "sensitivities", False))}, []
     if op == "describe":
         from .tasks import describe_task
 

@@ -4,7 +4,21 @@ from __future__ import annotations
 
 import typer
 
-from . import check, check_log, demo, explain, export_sft, fix, lsp, profile, runner, simulate, verify, watch
+from . import (
+    calibrate,
+    check,
+    check_log,
+    demo,
+    explain,
+    export_sft,
+    fix,
+    lsp,
+    profile,
+    runner,
+    simulate,
+    verify,
+    watch,
+)
 
 app = typer.Typer(
     name="nki-agent",
@@ -17,6 +31,7 @@ app.command("check")(check.command)
 app.command("simulate")(simulate.command)
 app.command("verify")(verify.command)
 app.command("profile")(profile.command)
+app.command("calibrate")(calibrate.command)
 app.command("watch")(watch.command)
 app.command("demo")(demo.command)
 app.command("explain")(explain.command)

@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types as T
 
-from ...toolchain.protocol import ProfileResult, VerifyResult
-from ...toolchain.targets import get_target
 from ...diagnostics import api_reference as api_table
 from ...diagnostics.cost_view import CostView, estimate_markdown, line_phrase, loop_phrase
+from ...toolchain.protocol import ProfileResult, VerifyResult
+from ...toolchain.targets import get_target
 from ..explain import code_at, explain
 from ..facts import Facts, TensorFact, fact_at, trace_facts
 from ..positions import utf16_to_index

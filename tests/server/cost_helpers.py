@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from lsprotocol import types as T
-from pytest_lsp import LanguageClient
-
 from nki_agent.toolchain.protocol_cost import CostEstimate, EngineBusy, LineCost, LoopCost
+from pytest_lsp import LanguageClient
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "l2_matmul"

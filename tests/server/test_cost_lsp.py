@@ -17,8 +17,23 @@ from typing import Any
 
 import pytest
 import pytest_lsp
-from cost_helpers import (EXAMPLE, K_LINE, KERNEL_LINE, LOAD_B, M_LINE, MATMUL, N_LINE, Seen, col, cost_hints, end,
-                          hover, lenses, line, matmul_estimate)
+from cost_helpers import (
+    EXAMPLE,
+    K_LINE,
+    KERNEL_LINE,
+    LOAD_B,
+    M_LINE,
+    MATMUL,
+    N_LINE,
+    Seen,
+    col,
+    cost_hints,
+    end,
+    hover,
+    lenses,
+    line,
+    matmul_estimate,
+)
 from lsprotocol import types as T
 from pytest_lsp import ClientServerConfig, LanguageClient
 from server_helpers import SERVER_ENV, change, open_doc, start
@@ -59,7 +74,7 @@ async def _save(client: LanguageClient, seen: Seen, uri: str, refreshes: int = 1
 
 
 async def test_the_verified_lens_carries_the_estimate_labelled_est(client: LanguageClient, tmp_path: Path):
-    seen, uri, text = await _session(client, tmp_path)
+    seen, uri, _ = await _session(client, tmp_path)
     assert await lenses(client, uri) == [(KERNEL_LINE - 1, "NKI: not verified — Verify")]
     await _save(client, seen, uri)
     assert await lenses(client, uri) == [

@@ -6,10 +6,16 @@ import pytest
 from cost_helpers import EXAMPLE, K_LINE, KERNEL_LINE, M_LINE, MATMUL, N_LINE, matmul_estimate
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from nki_agent.diagnostics import cost_view
-from nki_agent.diagnostics.cost_view import (estimate_markdown, line_map, line_phrase, loop_hint, loop_phrase, pct,
-                                             place)
+from nki_agent.diagnostics.cost_view import (
+    estimate_markdown,
+    line_map,
+    line_phrase,
+    loop_hint,
+    loop_phrase,
+    pct,
+    place,
+)
 from nki_agent.toolchain.protocol_cost import LineCost, LoopCost
 
 TEXT = (EXAMPLE / "kernel_classic.py").read_text()
@@ -100,7 +106,7 @@ def test_the_kernel_is_the_named_one_else_the_one_holding_the_costliest_line() -
 def test_line_map_head_tail_and_middle() -> None:
     old = "a\nb\nc\nd\ne\nf"
     m = line_map(old, "a\nX\nb\nc\nd\nf")  # insert after 1, delete e
-    assert [m(i) for i in range(0, 8)] == [None, 1, 3, 4, 5, None, 6, None]
+    assert [m(i) for i in range(8)] == [None, 1, 3, 4, 5, None, 6, None]
     same = line_map(old, old)
     assert [same(i) for i in range(1, 7)] == [1, 2, 3, 4, 5, 6]
 

@@ -98,16 +98,16 @@ class ServerState:
         return {kernel.name: shapes}
 
     def cost_view(self, snap: Snapshot) -> CostView | None:
-        """The cost model's estimate from the document's last local run (verify or simulate, the newest
-        revision; on a tie the one with an estimate, verify first), placed on the current text: its lines
-        follow the edits made since, and lines that were edited lose their figures. None without one."""
+        """The cost model's estimate from the document's newest local run that has one (verify or simulate;
+        verify on a tie), placed on the current text: its lines follow the edits made since that run, lines
+        that were edited lose their figures, and it says so (``stale``). None without one."""
         st = self.docs.get(snap.uri)
-        runs = [r for r in (st.runs.get("verify"), st.runs.get("simulate")) if r is not None] if st else []
+        runs = [r for r in (st.runs.get("verify"), st.runs.get("simulate"))
+                if r is not None and r.result.estimate is not None] if st else []
         if not runs:
             return None
-        last = max(runs, key=lambda r: (r.revision, r.result.estimate is not None))
-        if last.result.estimate is None:
-            return None
+        last = max(runs, key=lambda r: r.revision)
+        assert last.result.estimate is not None
         ran_on = snap.text if last.revision == snap.revision else last.text
         kernel = last.result.kernel_name if isinstance(last.result, SimulateResult) else ""
         return place(last.result.estimate, snap.text, ran_on, kernel)

@@ -167,3 +167,23 @@ async def test_a_measured_runner_latency_keeps_its_own_lens(client: LanguageClie
     assert estimate.startswith("**matmul_kernel** — cost model estimate") and "measured" not in \
         estimate.replace("not a measurement", "")
     assert runner.startswith("**matmul_kernel** — remote runner") and "measured on NeuronCore 0" in runner
+
+
+async def test_a_newer_run_without_an_estimate_keeps_the_last_estimate_marked_stale(client: LanguageClient,
+                                                                                    tmp_path: Path):
+    seen, uri, text = await _session(client, tmp_path, verifyOnSave="off", simulateOnSave=True)
+    await client.workspace_execute_command_async(T.ExecuteCommandParams("nki.verify", [uri]))
+    await seen.until("refresh", 1)
+    assert set(await cost_hints(client, uri, text)) == {M_LINE, N_LINE, K_LINE}
+    (tmp_path / "estimate.json").write_text("null")  # the next run (a simulation on save) has no estimate
+    edited = "# notes\n" + text
+    published = seen.counts["publish"]
+    change(client, uri, 2, edited)
+    await seen.until("publish", published + 1)  # the static check of version 2
+    client.text_document_did_save(T.DidSaveTextDocumentParams(T.TextDocumentIdentifier(uri)))
+    await seen.until("publish", published + 2)  # the simulation of version 2
+    assert (await client.protocol.send_request_async("nki/stats", {})).sim_runs == 2
+    hints = await cost_hints(client, uri, edited)
+    assert set(hints) == {M_LINE + 1, N_LINE + 1, K_LINE + 1}
+    assert all(tip.endswith("(estimate of an earlier version of this file)") for _, _, tip in hints.values())
+    assert (await lenses(client, uri))[0][1].endswith("TensorE-bound (before your edits) — Verify again")

@@ -63,7 +63,7 @@ def verify(kernel_path: str, task_path: str, seeds: int, target: str | None, ker
 
 
 def simulate(kernel_path: str, task_path: str, target: str | None, kernel_name: str | None, seed: int,
-             time_limit: float | None, search_path: Sequence[str], estimate: bool = False, timeline: bool = False,
+             time_limit: float | None, search_path: Sequence[str], estimate: bool = True, timeline: bool = False,
              arithmetic: bool = True, sensitivities: bool = False) -> SimulateResult:
     from .results import parse
     from .simulate import simulate_files

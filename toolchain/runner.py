@@ -93,9 +93,9 @@ class LocalRunner:
 
     def simulate(self, kernel: str, task: str, *, target: str | None = None, kernel_name: str | None = None,
                  seed: int = 0, timeout: float = sandbox.DEFAULT_TIMEOUT, cancel: threading.Event | None = None,
-                 search_path: Sequence[str] = (), estimate: bool = False, timeline: bool = False,
+                 search_path: Sequence[str] = (), estimate: bool = True, timeline: bool = False,
                  arithmetic: bool = True, sensitivities: bool = False) -> SimulateResult:
-        """``estimate``: the cost model's estimate of the launch (``SimulateResult.estimate``), ``timeline``
+        """``estimate`` (on by default, as in verification): the cost model's estimate of the launch (``SimulateResult.estimate``), ``timeline``
         with its engine timeline, ``sensitivities`` with the latency's sensitivity to each free constant;
         ``arithmetic=False`` a trace-only run (outputs meaningless). These are this runner's own
         (``api.estimate``), not part of the ``Runner`` protocol."""

@@ -40,9 +40,9 @@ def test_estimate_runs_in_the_local_jail_not_on_the_installed_runner() -> None:
         assert res.estimate.target == "trn2" and res.estimate.latency_us > 0 and res.estimate.timeline
 
 
-def test_plain_simulate_has_no_estimate() -> None:
+def test_plain_simulate_has_no_timeline() -> None:
     res = api.simulate(KERNEL, TASK, target="trn1")
-    assert res.ran and res.estimate is None
+    assert res.ran and (res.estimate is None or res.estimate.timeline == [])
 
 
 @pytest.mark.parametrize("field", ["estimate", "timeline", "arithmetic"])

@@ -1,8 +1,9 @@
 """Data dependencies and ordering barriers of a trace, computed once (independent of any timing).
 
 Dependencies: two accesses to the same storage conflict when their conservative byte ranges
-``[lo, hi)`` overlap and one is a write (RAW, WAR, WAW). Per storage a sorted map of disjoint byte
-segments holds the last writer of each segment and its readers since that write — one reader per
+``[lo, hi)`` overlap and one is a write (RAW, WAR, WAW); on-chip storages compare (partition, byte in
+row) rectangles instead, so column blocks of one tile are independent (``_Segments.key``). Per storage
+a sorted map of disjoint key segments holds the last writer of each segment and its readers since that write — one reader per
 lane, because on an in-order lane (an engine, a FIFO DMA queue) the last reader finishes last. A
 write replaces the segments it covers, so the map stays as small as the distinct tile boundaries of
 the storage; reads of a storage never written (kernel inputs) are kept as one coarse reader set.
@@ -27,7 +28,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..sim.trace import Trace
+from ..sim.trace import Access, Trace
 
 
 @dataclass
@@ -46,10 +47,14 @@ class Deps:
         return list(self.val[self.ptr[i]:self.ptr[i + 1]])
 
 
-class _Segments:
-    """Disjoint byte segments of one storage: last writer and readers (lane -> instr) of each."""
+_ROW, _COL = 1, 2  # key spaces of a storage: raw byte offsets, or (partition, byte in row) column-major
+_PMAX = 128  # on-chip storages have at most 128 partitions: the column-major key is byte_in_row * 128 + partition
 
-    __slots__ = ("hi", "lo", "pre", "r", "w")
+
+class _Segments:
+    """Disjoint key segments of one storage: last writer and readers (lane -> instr) of each."""
+
+    __slots__ = ("hi", "lo", "mode", "pre", "r", "stride", "w")
 
     def __init__(self) -> None:
         self.lo: list[int] = []
@@ -57,6 +62,37 @@ class _Segments:
         self.w: list[int] = []
         self.r: list[dict[int, int] | None] = []
         self.pre: dict[int, int] = {}  # readers before the first write (coarse: the whole storage)
+        self.mode = 0  # decided at the storage's first access: _ROW or _COL
+        self.stride = 0  # _COL: bytes per partition
+
+    def key(self, a: Access) -> tuple[int, int]:
+        """The key range of an access: it contains the key of every byte the access may touch.
+
+        On-chip storages are partition-major, so a column block ``t[:, j, :]`` of a tile is a strided
+        byte range that overlaps every other block's; in (partition, byte in row) it is a rectangle, and
+        a rectangle spanning the partitions is one exact range of column-major keys. The partition stride
+        is inferred from the storage's first access (a contiguous-per-partition view over >= 2 partitions);
+        an access that does not decompose exactly gets all columns of the rows it touches (still sound)."""
+        if not self.mode:
+            self.mode, self.stride = _ROW, 0
+            p = a.partitions
+            if a.buffer != "hbm" and p >= 2 and a.nbytes % p == 0:
+                w = a.nbytes // p
+                span = a.hi - a.lo - w
+                if a.run >= w and span > 0 and span % (p - 1) == 0 and span // (p - 1) >= w:
+                    self.mode, self.stride = _COL, span // (p - 1)
+        if self.mode == _ROW:
+            return a.lo, a.hi
+        stride = self.stride
+        p = max(1, a.partitions)
+        w = a.nbytes // p
+        p0, c0 = divmod(a.lo, stride)
+        p_last = p0 + p - 1
+        c1 = a.hi - p_last * stride
+        if a.run >= w and c0 < c1 <= stride and c1 - c0 >= w:
+            return c0 * _PMAX + p0, (c1 - 1) * _PMAX + p_last + 1
+        r0, r1 = a.lo // stride, (a.hi - 1) // stride + 1
+        return r0, (stride - 1) * _PMAX + r1
 
     def span(self, lo: int, hi: int) -> tuple[int, int]:
         los = self.lo
@@ -156,23 +192,31 @@ def build(trace: Trace, lanes: Sequence[int]) -> Deps:
         lane = lanes[i]
         preds: set[int] = set()
         # -- data dependencies ---------------------------------------------------------------------------
+        rkeys = []
         for a in ins.reads:
             segs = stores.get(a.storage)
-            if segs is None or not segs.lo:
+            if segs is None:
+                segs = stores[a.storage] = _Segments()
+            lo, hi = segs.key(a)
+            rkeys.append((segs, lo, hi))
+            if not segs.lo:
                 continue
-            i0, i1 = segs.span(a.lo, a.hi)
+            i0, i1 = segs.span(lo, hi)
             for k in range(i0, i1):
                 w = segs.w[k]
                 if w >= 0:
                     preds.add(w)  # RAW
+        wkeys = []
         for a in ins.writes:
             segs = stores.get(a.storage)
             if segs is None:
-                continue
+                segs = stores[a.storage] = _Segments()
+            lo, hi = segs.key(a)
+            wkeys.append((segs, lo, hi))
             for rl, ri in segs.pre.items():
                 if rl != lane or lane < 0:
                     preds.add(ri)  # WAR against reads before the first write (coarse)
-            i0, i1 = segs.span(a.lo, a.hi)
+            i0, i1 = segs.span(lo, hi)
             for k in range(i0, i1):
                 w = segs.w[k]
                 if w >= 0 and (lane < 0 or lanes[w] != lane):
@@ -185,19 +229,13 @@ def build(trace: Trace, lanes: Sequence[int]) -> Deps:
         preds.discard(i)
         val.extend(preds)
         ptr.append(len(val))
-        for a in ins.reads:
-            segs = stores.get(a.storage)
-            if segs is None:
-                segs = stores[a.storage] = _Segments()
+        for segs, lo, hi in rkeys:
             if not segs.lo:
                 segs.pre[lane] = i
             else:
-                segs.read(a.lo, a.hi, lane, i)
-        for a in ins.writes:
-            segs = stores.get(a.storage)
-            if segs is None:
-                segs = stores[a.storage] = _Segments()
-            segs.write(a.lo, a.hi, i)
+                segs.read(lo, hi, lane, i)
+        for segs, lo, hi in wkeys:
+            segs.write(lo, hi, i)
         # -- barriers --------------------------------------------------------------------------------------
         if ins.instance != inst_current:
             inst_current = ins.instance
@@ -224,3 +262,44 @@ def build(trace: Trace, lanes: Sequence[int]) -> Deps:
         wait_ptr.append(len(wait_val))
         member_ptr.append(len(member_val))
     return Deps(ptr, val, wait_ptr, wait_val, member_ptr, member_val, groups)
+
+
+@dataclass
+class Links:
+    """The inverse of ``Deps`` for the event-driven scheduler: successors, predecessor counts, barrier
+    group sizes and the instructions waiting on each group."""
+
+    succ_ptr: array
+    succ_val: array
+    waiting: array  # predecessors + groups instruction i waits for
+    group_size: array
+    waiter_ptr: array
+    waiter_val: array
+
+
+def _invert(n: int, ptr: array, val: array) -> tuple[array, array]:
+    counts = [0] * (n + 1)
+    for j in val:
+        counts[j + 1] += 1
+    for k in range(n):
+        counts[k + 1] += counts[k]
+    out = array("q", bytes(8 * len(val)))
+    fill = counts[:]
+    for i in range(len(ptr) - 1):
+        for k in range(ptr[i], ptr[i + 1]):
+            j = val[k]
+            out[fill[j]] = i
+            fill[j] += 1
+    return array("q", counts), out
+
+
+def links(deps: Deps, n: int) -> Links:
+    """``Links`` of ``deps`` over ``n`` instructions."""
+    succ_ptr, succ_val = _invert(n, deps.ptr, deps.val)
+    waiter_ptr, waiter_val = _invert(deps.groups, deps.wait_ptr, deps.wait_val)
+    waiting = array("q", ((deps.ptr[i + 1] - deps.ptr[i]) + (deps.wait_ptr[i + 1] - deps.wait_ptr[i])
+                          for i in range(n)))
+    size = array("q", bytes(8 * deps.groups))
+    for g in deps.member_val:
+        size[g] += 1
+    return Links(succ_ptr, succ_val, waiting, size, waiter_ptr, waiter_val)

@@ -12,11 +12,9 @@ Model (nki-language.md §5 "Hardware numbers", "Engines" and "Other overheads"; 
   peak-rate capacity ("units").
 * Every transfer pays ``dma_fixed_ns`` (~1300 ns) between its trigger and its first byte; that latency
   overlaps other transfers' data.
-* All transfers of the core share the per-core aggregate (272 / 368 / 528 GB/s), not HBM peak:
-  ``BandwidthPipe`` is a fluid model of that ceiling over time bins of ``BIN_NS``: a transfer fills
-  the capacity of the bins from its data start at up to its own rate, so transfers issued later in
-  program order can use bandwidth left idle earlier (queues are independent), and the sum never
-  exceeds the ceiling. The scheduler (``schedule.py``) puts transfers round-robin on the queues.
+* All transfers in flight share the per-core aggregate (272 / 368 / 528 GB/s), not HBM peak:
+  ``FluidPool`` is a fluid model of that ceiling, served first come, first served by data start
+  (each transfer at most at its own rate). The scheduler (``schedule.py``) puts transfers round-robin on the queues (FIFO each).
 * SBUF spills: live SBUF beyond capacity is modelled as ``spill_factor`` x excess bytes of extra
   DMA traffic at full efficiency (``spill``), serial with the kernel.
 
@@ -37,7 +35,6 @@ from .hardware import (
     Hardware,
 )
 
-BIN_NS = 512.0  # width of a bandwidth bin: a few 32-128 KiB transfers each; accuracy vs bins per transfer
 _FP32_BYTES = 4  # [NL] §5 "Other overheads": casting DMAs go via fp32
 
 
@@ -115,54 +112,62 @@ def transfer_ns(shape: DmaShape, hw: Hardware, consts: Constants) -> float:
     return consts.dma_fixed_ns + units(shape, consts.dma_knee_bytes) / own_rate(shape, hw)
 
 
-class BandwidthPipe:
-    """The core's aggregate DMA bandwidth as capacity per time bin (a fluid model; see the module doc)."""
+class FluidPool:
+    """The core's aggregate DMA bandwidth shared by the transfers in flight (a fluid model).
 
-    __slots__ = ("cap", "last", "rate", "used")
+    Bandwidth goes first come, first served by data start (ties: program order): each transfer takes
+    up to its own rate from what the earlier ones left, so a single-engine transfer never exceeds
+    17 B/ns, wide transfers fill the rest, and the sum never exceeds the per-core aggregate. The real
+    queues round-robin, which changes which of the concurrent transfers finishes first but not the
+    throughput; serving the oldest first delivers the data a pipeline needs first and keeps the
+    estimate monotone (a prefetch never delays the transfer issued before it). The scheduler calls
+    ``advance`` before every change of the active set and ``next_finish`` after it."""
+
+    __slots__ = ("active", "aggregate", "rates", "t")
 
     def __init__(self, aggregate_bytes_per_ns: float) -> None:
-        self.rate = aggregate_bytes_per_ns
-        self.cap = aggregate_bytes_per_ns * BIN_NS
-        self.used: dict[int, float] = {}  # bin -> capacity used (peak-rate bytes)
-        self.last: dict[int, int] = {}  # bin -> the last transfer that used it (critical-path predecessor)
+        self.aggregate = aggregate_bytes_per_ns
+        self.active: dict[int, list[float]] = {}  # transfer -> [units left, own rate] (insertion = start order)
+        self.rates: dict[int, float] = {}
+        self.t = 0.0
 
-    def transfer(self, t0: float, amount: float, rate: float, idx: int) -> tuple[float, int]:
-        """Move ``amount`` units from ``t0`` at most at ``rate``; returns (end, the earlier transfer whose
-        use of the bandwidth delayed this one, or -1)."""
-        if amount <= 0.0:
-            return t0, -1
-        used_d, last_d, cap, agg = self.used, self.last, self.cap, self.rate
-        t = t0
-        remaining = amount
-        b = int(t // BIN_NS)
-        pred = -1
-        while True:
-            b_start = b * BIN_NS
-            b_end = b_start + BIN_NS
-            used = used_d.get(b, 0.0)
-            free = cap - used
-            own = rate * (b_end - t)
-            take = remaining
-            take = min(take, free)
-            take = min(take, own)
-            take = max(take, 0.0)
-            if free < own and used > 0.0:  # the shared ceiling, not this transfer's engines, limits this bin
-                pred = last_d.get(b, pred)
-            remaining -= take
-            if take > 0.0:
-                used_d[b] = used + take
-                if remaining <= 1e-9:
-                    end = t + take / rate
-                    fill = b_start + (used + take) / agg  # where the bin is filled up to, filled in order
-                    if fill > end:
-                        if used > 0.0:
-                            pred = last_d.get(b, pred)
-                        end = min(fill, b_end)
-                    last_d[b] = idx
-                    return end, pred
-                last_d[b] = idx
-            t = b_end
-            b += 1
+    def advance(self, t: float) -> None:
+        """Move every active transfer forward to time ``t``."""
+        dt = t - self.t
+        if dt > 0.0:
+            rates = self.rates
+            for k, st in self.active.items():
+                st[0] -= rates[k] * dt
+        self.t = t
+
+    def add(self, idx: int, amount: float, rate: float) -> None:
+        self.active[idx] = [amount, rate]
+        self._reflow()
+
+    def remove(self, idx: int) -> None:
+        del self.active[idx]
+        self._reflow()
+
+    def _reflow(self) -> None:
+        left = self.aggregate
+        rates: dict[int, float] = {}
+        for idx, st in self.active.items():  # in start order
+            r = min(left, st[1])
+            rates[idx] = r
+            left -= r
+        self.rates = rates
+
+    def next_finish(self) -> tuple[float, int]:
+        """(time, transfer) of the next transfer to complete at the current rates ((inf, -1): none)."""
+        best_t, best = math.inf, -1
+        for k, st in self.active.items():
+            r = self.rates[k]
+            if r <= 0.0:
+                continue  # waiting for bandwidth
+            t = self.t + (st[0] / r if st[0] > 0.0 else 0.0)
+            if t < best_t or (t == best_t and k < best):
+                best_t, best = t, k
+        return best_t, best
 
 
 @dataclass(slots=True)

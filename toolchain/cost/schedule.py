@@ -16,7 +16,9 @@ Two phases, so calibration can re-time a trace without re-analysing it:
     cycles unless it can load in the background, i.e. the previous TensorE instruction is a matmul
     and this one was ready before TensorE became free (§5 LoadStationary row);
   - DMA: data starts ``dma_fixed_ns`` after the trigger and after the previous transfer on its
-    queue; the data phase shares the core's aggregate bandwidth (``dma.BandwidthPipe``);
+    queue; the data phase shares the core's aggregate bandwidth with the transfers in flight
+    (``dma.FluidPool``, first come first served by data start; a small event loop orders the DMA
+    starts and ends);
   - trn1 only: VectorE and GpSimd share SBUF access, VectorE and ScalarE share PSUM access (§5 "v2-only
     contention").
   The critical path walks back from the last instruction to finish through the predecessor that
@@ -32,14 +34,18 @@ Imports the trace format and the sibling modules ``hardware``, ``engines``, ``in
 
 from __future__ import annotations
 
+import heapq
+import math
 from dataclasses import dataclass, field
 
 from ..sim.trace import Trace
 from . import deps as D
 from . import engines as E
-from .dma import BandwidthPipe, DmaShape, own_rate, units
+from .dma import DmaShape, FluidPool, own_rate, units
 from .hardware import SBUF_ACCESS_CYCLES, Constants, Hardware
 from .instr_cost import InstrCost, cost
+
+_START, _FINISH, _ISSUE = 0, 1, 2  # events: a DMA's data starts, the next DMA finishes, a port-holding issue
 
 
 @dataclass
@@ -56,6 +62,8 @@ class Prepared:
     dma: dict[int, DmaShape]
     ports: dict[int, int]  # trn1 shared access ports: bit 1 SBUF (Vector/GpSimd), bit 2 PSUM (Vector/Scalar)
     deps: D.Deps
+    links: D.Links
+    lane_order: list[list[int]]  # instructions of each lane in program order
     unknown: dict[str, int] = field(default_factory=dict)  # unmodelled APIs -> count
     folded: int = 0  # PSUM zeroings folded into matmuls
 
@@ -143,105 +151,204 @@ def prepare(trace: Trace, hw: Hardware) -> Prepared:
             if mask:
                 ports[i] = mask
     dep = D.build(trace, lanes)
-    return Prepared(hw, trace, lanes, kinds, cycles, costs, ls_cycles, dma, ports, dep, unknown, folded)
+    order: list[list[int]] = [[] for _ in range(E.DMA + hw.dma_queues)]
+    for i, lane in enumerate(lanes):
+        if lane >= 0:
+            order[lane].append(i)
+    return Prepared(hw, trace, lanes, kinds, cycles, costs, ls_cycles, dma, ports, dep, D.links(dep, len(lanes)),
+                    order, unknown, folded)
 
 
 def run(p: Prepared, consts: Constants) -> Schedule:
-    """Time a prepared trace with ``consts``."""
+    """Time a prepared trace with ``consts``.
+
+    Compute instructions are resolved as soon as they can issue (their times follow from their inputs);
+    DMA transfers go through a small event loop, because a transfer's end depends on every transfer in
+    flight with it (``dma.FluidPool``). Every start is at or after the event being processed, so the
+    two interleave causally."""
     hw = p.hw
     n = p.n
-    nlanes = p.lane_count
-    lanes, cycles, ls_cycles, dma, ports = p.lanes, p.cycles, p.ls_cycles, p.dma, p.ports
-    ptr, val = p.deps.ptr, p.deps.val
-    wptr, wval, mptr, mval = p.deps.wait_ptr, p.deps.wait_val, p.deps.member_ptr, p.deps.member_val
+    lk = p.links
+    lanes, cycles, ls_cycles, dma, ports, kinds = p.lanes, p.cycles, p.ls_cycles, p.dma, p.ports, p.kinds
+    sptr, sval = lk.succ_ptr, lk.succ_val
+    mptr, mval = p.deps.member_ptr, p.deps.member_val
+    wptr, wval = lk.waiter_ptr, lk.waiter_val
     inv_clock = [1.0 / hw.clock_ghz(lane) for lane in E.COMPUTE_LANES]
     fixed = [consts.fixed_cycles(lane) * inv_clock[lane] for lane in E.COMPUTE_LANES]
     access = [0.0] + [SBUF_ACCESS_CYCLES * inv_clock[lane] for lane in (E.VECTOR, E.SCALAR, E.GPSIMD)]
     knee, dma_fixed = consts.dma_knee_bytes, consts.dma_fixed_ns
-    matmul_kinds = E.MATMUL_KINDS
-    kinds = p.kinds
     start = [0.0] * n
     end = [0.0] * n
     busy = [0.0] * n
     pred = [-1] * n
+    ready = [0.0] * n
+    left = list(lk.waiting)
+    gleft = list(lk.group_size)
+    gend = [0.0] * p.deps.groups
+    gidx = [-1] * p.deps.groups
+    order = p.lane_order
+    nlanes = p.lane_count
+    head = [0] * nlanes
     lane_free = [0.0] * nlanes
     lane_last = [-1] * nlanes
     lane_busy = [0.0] * nlanes
     lane_instrs = [0] * nlanes
-    gend = [0.0] * p.deps.groups
-    gidx = [-1] * p.deps.groups
-    pipe = BandwidthPipe(hw.dma_aggregate_bytes_per_ns)
-    port_free = [0.0, 0.0, 0.0]  # index 1: SBUF port, 2: PSUM port
+    port_free = [0.0, 0.0, 0.0]  # index 1: the SBUF port, 2: the PSUM port (trn1)
     port_last = [-1, -1, -1]
     prev_tensor_mm = False
-    for i in range(n):
-        ready = 0.0
-        who = -1
-        for k in range(ptr[i], ptr[i + 1]):
-            j = val[k]
-            t = end[j]
-            if t > ready:
-                ready, who = t, j
-        for k in range(wptr[i], wptr[i + 1]):
-            g = wval[k]
-            t = gend[g]
-            if t > ready:
-                ready, who = t, gidx[g]
-        lane = lanes[i]
-        if lane < 0:  # folded by the compiler
-            s = e = ready
-            occ = 0.0
-        elif lane >= E.DMA:
-            shape = dma[i]
-            u = units(shape, knee)
-            r = own_rate(shape, hw)
-            s = ready + dma_fixed
-            lf = lane_free[lane]
-            if lf > s:
-                s, who = lf, lane_last[lane]
-            e, bw_pred = pipe.transfer(s, u, r, i)
-            if bw_pred >= 0 and e > s + u / r * 1.000001:
-                who = bw_pred
-            lane_free[lane] = e
-            lane_last[lane] = i
-            occ = e - s
-        else:
-            lf = lane_free[lane]
-            f = cycles[i] * inv_clock[lane]
-            if lane == E.TENSOR:
-                ls = ls_cycles.get(i)
-                if ls is not None and not (prev_tensor_mm and ready <= lf):
-                    f += ls * inv_clock[0]  # LoadStationary could not overlap a previous matmul
-                prev_tensor_mm = kinds[i] in matmul_kinds
-            fx = fixed[lane]
-            occ = max(fx, f)
-            s = ready
-            if lf > s:
-                s, who = lf, lane_last[lane]
-            mask = ports.get(i, 0) if ports else 0
-            if mask:
-                for bit in (1, 2):
-                    if mask & bit and port_free[bit] > s:
-                        s, who = port_free[bit], port_last[bit]
-                for bit in (1, 2):
-                    if mask & bit:
-                        port_free[bit] = s + occ
-                        port_last[bit] = i
-            e = s + f + fx + access[lane]
-            lane_free[lane] = s + occ
-            lane_last[lane] = i
-        start[i] = s
+    pool = FluidPool(hw.dma_aggregate_bytes_per_ns)
+    # (time, request time, tie-break, kind, transfer / instruction / version): a port request that has to
+    # wait keeps its request time, so the port goes first come, first served (program order on ties)
+    events: list[tuple[float, float, int, int, int]] = []
+    version = 0
+    alone: dict[int, float] = {}
+    recent: list[int] = []  # the last transfers to finish (bandwidth predecessors on the critical path)
+    taken = bytearray(n)  # issued (a DMA: its start event is queued)
+    work: list[int] = [i for i in range(n) if left[i] == 0]
+    work.reverse()
+    issued = 0
+
+    def resolve(i: int, e: float) -> None:
+        """Instruction i's result is ready at e: release its successors and barrier groups."""
         end[i] = e
-        busy[i] = occ
-        pred[i] = who
-        if lane >= 0:
-            lane_busy[lane] += occ
-            lane_instrs[lane] += 1
+        for k in range(sptr[i], sptr[i + 1]):
+            s = sval[k]
+            if e > ready[s] or pred[s] < 0:
+                ready[s], pred[s] = e, i
+            left[s] -= 1
+            if left[s] == 0:
+                work.append(s)
         for k in range(mptr[i], mptr[i + 1]):
             g = mval[k]
-            if e > gend[g]:
-                gend[g] = e
-                gidx[g] = i
+            if e >= gend[g]:
+                gend[g], gidx[g] = e, i
+            gleft[g] -= 1
+            if gleft[g] == 0:
+                ge, gi = gend[g], gidx[g]
+                for kk in range(wptr[g], wptr[g + 1]):
+                    w = wval[kk]
+                    if ge > ready[w] or pred[w] < 0:
+                        ready[w], pred[w] = ge, gi
+                    left[w] -= 1
+                    if left[w] == 0:
+                        work.append(w)
+
+    def issue(i: int, lane: int, not_before: float) -> None:
+        """Start compute instruction i on its lane (at or after ``not_before``) and resolve it."""
+        nonlocal prev_tensor_mm, issued
+        lf = lane_free[lane]
+        f = cycles[i] * inv_clock[lane]
+        if lane == E.TENSOR:
+            ls = ls_cycles.get(i)
+            if ls is not None and not (prev_tensor_mm and ready[i] <= lf):
+                f += ls * inv_clock[0]  # LoadStationary could not overlap a previous matmul
+            prev_tensor_mm = kinds[i] in E.MATMUL_KINDS
+        fx = fixed[lane]
+        occ = max(fx, f)
+        s, who = ready[i], pred[i]
+        if lf > s:
+            s, who = lf, lane_last[lane]
+        mask = ports.get(i, 0) if ports else 0
+        if not_before > s:  # waited for a shared port: the instruction that held it comes before
+            s = not_before
+            for bit in (1, 2):
+                if mask & bit and port_free[bit] >= s and port_last[bit] >= 0:
+                    who = port_last[bit]
+        for bit in (1, 2):
+            if mask & bit:
+                port_free[bit], port_last[bit] = s + occ, i
+        start[i], busy[i], pred[i] = s, occ, who
+        lane_free[lane], lane_last[lane] = s + occ, i
+        lane_busy[lane] += occ
+        lane_instrs[lane] += 1
+        head[lane] += 1
+        issued += 1
+        lane_q = order[lane]
+        if head[lane] < len(lane_q) and left[lane_q[head[lane]]] == 0:
+            work.append(lane_q[head[lane]])
+        resolve(i, s + f + fx + access[lane])
+
+    while True:
+        while work:  # issue everything that can issue now
+            i = work.pop()
+            if taken[i]:
+                continue  # queued twice: once when ready, once when it became its lane's head
+            lane = lanes[i]
+            if lane < 0:  # folded by the compiler
+                taken[i] = 1
+                start[i] = ready[i]
+                issued += 1
+                resolve(i, ready[i])
+                continue
+            lane_q = order[lane]
+            if lane_q[head[lane]] != i:
+                continue  # not yet the head of its lane: queued again when its predecessor on the lane issues
+            taken[i] = 1
+            who = pred[i]
+            if lane >= E.DMA:  # data starts after the fixed latency and after the queue's previous transfer
+                s = ready[i] + dma_fixed
+                if lane_free[lane] > s:
+                    s, who = lane_free[lane], lane_last[lane]
+                pred[i] = who
+                heapq.heappush(events, (s, s, i, _START, i))
+                continue
+            mask = ports.get(i, 0) if ports else 0
+            if mask:  # a shared access port (trn1): arbitrated in time order by the event loop
+                s0 = max(lane_free[lane], ready[i])
+                heapq.heappush(events, (s0, s0, i, _ISSUE, i))
+                continue
+            issue(i, lane, 0.0)
+        if not events:
+            break
+        t, req, _, kind, x = heapq.heappop(events)
+        if kind == _ISSUE:
+            mask = ports[x]
+            s0 = max([port_free[bit] for bit in (1, 2) if mask & bit] + [t])
+            if s0 > t:  # the port is taken: try again when it frees (first come, first served)
+                heapq.heappush(events, (s0, req, x, _ISSUE, x))
+                continue
+            issue(x, lanes[x], t)
+            continue
+        pool.advance(t)
+        if kind == _START:
+            shape = dma[x]
+            u, r = units(shape, knee), own_rate(shape, hw)
+            start[x] = t
+            alone[x] = u / r
+            pool.add(x, u, r)
+        elif x != version:
+            continue  # a finish computed before the pool changed
+        else:
+            done = [k for k, st in pool.active.items() if st[0] <= 1e-9 * (1.0 + alone[k] * st[1])]
+            if not done:
+                done = [pool.next_finish()[1]]
+            for k in sorted(done):
+                pool.remove(k)
+                lane = lanes[k]
+                d = t - start[k]
+                busy[k] = d
+                lane_busy[lane] += d
+                lane_instrs[lane] += 1
+                lane_free[lane], lane_last[lane] = t, k
+                if d > alone.pop(k) * 1.001 + 1e-9:  # slowed by sharing the bandwidth
+                    co = next((j for j in reversed(recent) if j < k and end[j] > start[k]), -1)
+                    base = end[pred[k]] if pred[k] >= 0 else -1.0
+                    if co >= 0 and end[co] > base:
+                        pred[k] = co
+                recent.append(k)
+                if len(recent) > 32:
+                    del recent[0]
+                issued += 1
+                head[lane] += 1
+                lane_q = order[lane]
+                if head[lane] < len(lane_q) and left[lane_q[head[lane]]] == 0:
+                    work.append(lane_q[head[lane]])
+                resolve(k, t)
+        version += 1
+        nt, _nk = pool.next_finish()
+        if nt < math.inf:
+            heapq.heappush(events, (nt, nt, -1, _FINISH, version))
+    assert issued == n, f"scheduler stalled: {issued} of {n} instructions issued"
     makespan = max(end) if n else 0.0
     critical, critical_ns = _critical_path(end, pred)
     return Schedule(start, end, busy, pred, makespan, lane_busy, lane_instrs, critical, critical_ns)

@@ -66,7 +66,7 @@ def lines(folder: Path) -> list[dict[str, Any]]:
 
 
 def test_a_measured_latency_is_recorded_with_the_estimate(runner_factory: Any, config_dir: Path) -> None:
-    live = runner_factory(backend=MeasuringBackend())
+    live = runner_factory(stand_in=MeasuringBackend())
     res = profile_on(live.url)
     assert res.exit_code == 0, res.output
     assert "measured (nki.benchmark)" in res.output and "≈ 6.97 ms est. trn1" in res.output
@@ -82,7 +82,7 @@ def test_a_measured_latency_is_recorded_with_the_estimate(runner_factory: Any, c
 def test_without_a_remote_estimate_the_estimate_is_made_in_the_local_jail(runner_factory: Any,
                                                                           config_dir: Path) -> None:
     backend = MeasuringBackend(with_estimate=False)
-    live = runner_factory(backend=backend)
+    live = runner_factory(stand_in=backend)
     res = profile_on(live.url, "--json")
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
@@ -96,7 +96,7 @@ def test_without_a_remote_estimate_the_estimate_is_made_in_the_local_jail(runner
 
 
 def test_an_unmeasured_latency_is_not_recorded(runner_factory: Any, config_dir: Path) -> None:
-    live = runner_factory(backend=MeasuringBackend(kind="not measured"))
+    live = runner_factory(stand_in=MeasuringBackend(kind="not measured"))
     res = profile_on(live.url)
     assert res.exit_code == 0, res.output
     assert lines(config_dir) == []

@@ -1,10 +1,10 @@
 """Fixtures that start a real runner for one test, on 127.0.0.1 only, and stop it afterwards.
 
-- ``runner_factory(backend=None, **settings) -> LiveRunner``: an in-process runner (``service.build``)
+- ``runner_factory(stand_in=None, **settings) -> LiveRunner``: an in-process runner (``service.build``)
   served by uvicorn on a socket bound to 127.0.0.1 port 0, in a background thread; ``settings`` are
-  ``RunnerConfig`` fields (``token=``, ``workers=``, ``rate_per_minute=``, ``cache=`` ...), ``backend`` a
-  stand-in for the configured one (e.g. a fake device that reports measured latencies). Several per
-  test are fine. ``LiveRunner`` has ``url``, ``token``, ``service`` (``.manager``, ``.app``, ``.store``:
+  ``RunnerConfig`` fields (``token=``, ``workers=``, ``backend=``, ``cache=`` ...), ``stand_in`` a backend
+  object used instead of the configured one (e.g. a fake device that reports measured latencies).
+  Several per test are fine. ``LiveRunner`` has ``url``, ``token``, ``service`` (``.manager``, ``.app``, ``.store``:
   the server's insides, for assertions) and ``client(**kw) -> RemoteRunner`` (closed at teardown).
 - ``runner_url``: the URL of one in-process runner without a token (``runner_factory()``).
 - ``runner_process``: ``nki-agent runner serve --port 0 --port-file F`` as a subprocess (token in its
@@ -94,11 +94,11 @@ def _url(sock: socket.socket) -> str:
 def runner_factory(tmp_path: Path) -> Iterator[Callable[..., LiveRunner]]:
     started: list[tuple[LiveRunner, _Server, threading.Thread]] = []
 
-    def start(backend: Any = None, **settings: Any) -> LiveRunner:
+    def start(stand_in: Any = None, **settings: Any) -> LiveRunner:
         state = tmp_path / f"runner-{len(started)}"
         settings.setdefault("unsafe_no_sandbox", _unsafe())
         config = RunnerConfig(host="127.0.0.1", port=0, state_dir=str(state), **settings)
-        svc = service.build(config, backend=backend)
+        svc = service.build(config, backend=stand_in)
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.bind(("127.0.0.1", 0))
         sock.listen(64)

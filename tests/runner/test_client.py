@@ -65,7 +65,7 @@ def test_every_op_through_the_runner_matches_local(runner_url: str, kernel: Path
         assert comp.compiled and comp.stage == "compiled" and comp.runner == runner_url
 
         prof = remote.profile(k, t, seeds=1, warmup=0, iterations=1)
-        assert prof.correct and prof.latency.kind == "not measured" and prof.runner == runner_url
+        assert prof.correct and prof.latency.kind in ("not measured", "estimated") and prof.runner == runner_url
 
 
 def test_a_broken_kernel_reports_the_local_problem_at_the_clients_path(runner_url: str) -> None:

@@ -99,7 +99,7 @@ def test_the_workers_json_validates_into_the_models(kernel: Path, monkeypatch: p
                    for i, line, box in header["stores"]), header["stores"]
     assert isinstance(api.compile(str(kernel), task), CompileResult)
     prof = api.profile(str(kernel), task, seeds=1)
-    assert isinstance(prof, ProfileResult) and prof.correct and prof.latency.kind == "not measured"
+    assert isinstance(prof, ProfileResult) and prof.correct and prof.latency.kind in ("not measured", "estimated")
     again = VerifyResult.model_validate_json(res.model_dump_json())  # the JSON a tool prints reads back
     assert again == res
 

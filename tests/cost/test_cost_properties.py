@@ -3,10 +3,11 @@ form, sequential_range never beats affine_range, DMA-bound time is linear in byt
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from nki_agent.toolchain.cost import estimate
-from nki_agent.toolchain.sim.trace import Trace
+from nki_agent.toolchain.sim.trace import Access, Trace
 from trace_builders import TB, matmul_tiled
 
 OPS = ("exp", "copy", "add", "sum", "scale")
@@ -124,3 +125,50 @@ def test_a_dma_bound_kernel_is_linear_in_bytes_once_large(row_bytes: int, factor
     assert one.bound == "DMA" and more.bound == "DMA"
     t1, t2 = one.latency_us - one.overhead_us, more.latency_us - more.overhead_us
     assert abs(t2 / t1 - factor) / factor < 0.05
+
+
+def _access(draw: st.DrawFn, storages: list[tuple[int, str, int, int]]) -> Access:
+    serial, buffer, rows, cols = draw(st.sampled_from(storages))
+    r0 = draw(st.integers(0, rows - 1))
+    r1 = draw(st.integers(r0, rows))
+    c0 = draw(st.integers(0, cols - 1))
+    c1 = draw(st.integers(c0, cols))
+    item = 4
+    n_rows, n_cols = r1 - r0, c1 - c0
+    lo = (r0 * cols + c0) * item
+    hi = max(lo, ((r1 - 1) * cols + c1) * item) if n_rows else lo
+    nbytes = n_rows * n_cols * item
+    run = nbytes if (n_cols == cols or n_rows <= 1) else n_cols * item
+    return Access(serial, buffer, (n_rows, n_cols), "float32", nbytes, n_rows, lo, hi, run)
+
+
+APIS = ["nl.load", "nl.store", "nisa.nc_matmul", "nisa.activation", "nisa.tensor_tensor", "nisa.tensor_copy",
+        "nisa.iota", "nl.zeros", "assign", "accumulate", "op.add", "nisa.bn_stats", "nisa.mystery"]
+
+
+@st.composite
+def random_trace(draw: st.DrawFn) -> Trace:
+    storages = [(k + 1, draw(st.sampled_from(["hbm", "sbuf", "psum"])), draw(st.integers(1, 128)),
+                 draw(st.integers(1, 64))) for k in range(draw(st.integers(1, 6)))]
+    tb = TB(draw(target_s))
+    kinds = ["affine", "sequential", "static", "range"]
+    for _ in range(draw(st.integers(0, 3))):  # a few loops around a few instructions each
+        for _it in tb.loop(draw(st.sampled_from(kinds)), draw(st.integers(1, 3)), line=draw(st.integers(1, 9))):
+            for _k in range(draw(st.integers(0, 4))):
+                reads = [_access(draw, storages) for _ in range(draw(st.integers(0, 2)))]
+                writes = [_access(draw, storages) for _ in range(draw(st.integers(0, 2)))]
+                tb.instance = draw(st.integers(tb.instance, tb.instance + 1))
+                tb.instr(draw(st.sampled_from(APIS)), reads, writes)
+    return tb.trace
+
+
+@settings(max_examples=200, deadline=None)
+@given(random_trace(), st.booleans())
+def test_estimate_never_fails_and_keeps_its_invariants(tr: Trace, timeline: bool) -> None:
+    est = estimate(tr, timeline=timeline)
+    assert est.latency_us >= est.overhead_us > 0
+    assert est.critical_path_us == pytest.approx(est.latency_us - est.overhead_us, abs=1e-9)
+    assert sum(lc.share for lc in est.lines) <= 1.0 + 1e-9
+    assert all(0 <= lc.share <= 1 for lc in est.loops)
+    assert all(0 <= e.utilisation <= 1 for e in est.engines)
+    assert est.instructions == len(tr.instrs)

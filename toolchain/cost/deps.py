@@ -198,6 +198,8 @@ def build(trace: Trace, lanes: Sequence[int]) -> Deps:
             if segs is None:
                 segs = stores[a.storage] = _Segments()
             lo, hi = segs.key(a)
+            if hi <= lo:
+                continue  # no bytes: no dependency
             rkeys.append((segs, lo, hi))
             if not segs.lo:
                 continue
@@ -212,6 +214,8 @@ def build(trace: Trace, lanes: Sequence[int]) -> Deps:
             if segs is None:
                 segs = stores[a.storage] = _Segments()
             lo, hi = segs.key(a)
+            if hi <= lo:
+                continue
             wkeys.append((segs, lo, hi))
             for rl, ri in segs.pre.items():
                 if rl != lane or lane < 0:

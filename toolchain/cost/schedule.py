@@ -1,13 +1,15 @@
-"""The list scheduler: start and end of every instruction, engine busy time, critical path, makespan.
+"""The scheduler: start and end of every instruction, engine busy time, critical path, makespan.
 
 Two phases, so calibration can re-time a trace without re-analysing it:
 
 * ``prepare(trace, hw)`` — constant-free facts: each instruction's lane (``engines.classify``; DMAs
   round-robin over the 16 queues in program order), its formula cycles (``instr_cost``), whether a
   matmul must reload its stationary operand, DMA shapes, and the dependency graph (``deps.build``).
-* ``run(prepared, constants)`` — the timing. Instructions are taken in program order; each starts
-  when its predecessors' results are ready (RAW/WAR/WAW edges, sequential-loop and SPMD-instance
-  barriers) and its lane is free (in-order issue per engine, FIFO per DMA queue).
+* ``run(prepared, constants)`` — the timing. Each instruction starts when its predecessors' results
+  are ready (RAW/WAR/WAW edges, sequential-loop and SPMD-instance barriers) and its lane is free
+  (in-order issue per engine, FIFO per DMA queue). Compute instructions are resolved as soon as they
+  can issue; what couples lanes in time (the DMA bandwidth, trn1's shared access ports) goes through
+  an event queue in time order, so no resource is handed out by program order.
   - compute: busy = max(formula, fixed) and result ready at start + formula + fixed (+ the ~60-cycle
     SBUF access on Vector/Scalar/GpSimd): the fixed per-instruction overhead bounds how fast tiny
     instructions issue and is paid in full by an instruction that waits on its producer (nki-language.md
@@ -20,7 +22,7 @@ Two phases, so calibration can re-time a trace without re-analysing it:
     (``dma.FluidPool``, first come first served by data start; a small event loop orders the DMA
     starts and ends);
   - trn1 only: VectorE and GpSimd share SBUF access, VectorE and ScalarE share PSUM access (§5 "v2-only
-    contention").
+    contention"), first come, first served.
   The critical path walks back from the last instruction to finish through the predecessor that
   determined each start (a data producer, a barrier, the lane's previous instruction, or the transfer
   whose bandwidth use delayed a DMA).

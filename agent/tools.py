@@ -32,6 +32,7 @@ from ..diagnostics.static import Settings as CheckSettings
 from ..diagnostics.static import check_text
 from ..toolchain import api
 from ..toolchain.protocol import CompileResult, VerifyResult
+from ..toolchain.protocol_cost import CostEstimate
 from ..toolchain.results import compile_result
 from ..toolchain.targets import get_target
 from . import integrity
@@ -66,8 +67,23 @@ SPECS = [
 ]
 
 
+def estimate_lines(est: CostEstimate | None) -> list[str]:
+    """The cost model's estimate for a model to act on: bound, engines, the most expensive lines and loops."""
+    if est is None:
+        return []
+    out = [f"cost model (estimated, not measured): {est.summary()}; FLOP utilisation {est.flop_utilisation:.0%}, "
+           f"DMA bandwidth {est.bandwidth_utilisation:.0%}"]
+    busy = sorted((e for e in est.engines if e.busy_us > 0), key=lambda e: -e.busy_us)[:4]
+    if busy:
+        out.append("busiest: " + ", ".join(f"{e.lane} {e.utilisation:.0%}" for e in busy))
+    out += [f"line {ln.line}: {ln.share:.0%} of the time ({ln.api} on {ln.engine})" for ln in est.lines[:5]]
+    out += [f"loop `{lp.var}` at line {lp.line} ({lp.kind}, {lp.trips} trips): {lp.share:.0%}, {lp.bound}-bound"
+            for lp in est.loops[:3]]
+    return out + [f"note: {n}" for n in est.notes[:3]]
+
+
 class Profiler(Protocol):
-    """Seam for the remote runner and the cost model (roadmap): latency of a kernel file on a task."""
+    """A custom latency source (tests, a device harness): latency of a kernel file on a task as text."""
 
     def profile(self, kernel_path: str, task_path: str, target: str | None) -> str: ...
 
@@ -287,18 +303,20 @@ class ToolBox:
                                ran="profile")
         from ..toolchain import runner
 
-        if runner.current().name == "local" or not self.isolate:
-            return ToolOutcome("profile: not available yet — no Trainium runner is configured (fix --runner URL) and "
-                               "the cost model is not built yet. Correctness (verify) is what counts for this run.",
-                               ran="profile")
-        # a remote runner: verify + latency on its backend (measured on a device, never invented)
+        # on a remote runner: verify + latency on its backend (measured on a device, never invented); here:
+        # the embedded simulator's verdict and the cost model's estimate, labelled as such
+        local = runner.current().name == "local" or not self.isolate
         res = api.profile(self._write(self.code), self.task_path, seeds=1, target=self.target, timeout=self.timeout,
-                          cancel=self.cancel, search_path=self.search_path, protect=self.protect)
+                          cancel=self.cancel, search_path=self.search_path, protect=self.protect,
+                          isolate=self.isolate)
         verdict = "correct" if res.correct else "NOT correct" if res.compiled else "did not run"
-        lines = [f"profile on {res.runner} ({res.backend} backend): {verdict}; {res.latency.summary()}"]
-        if res.latency.mean_us is not None:
+        where = "the embedded simulator (no Trainium runner configured)" if local else \
+            f"{res.runner} ({res.backend} backend)"
+        lines = [f"profile on {where}: {verdict}; {res.latency.summary()}"]
+        if res.latency.kind == "measured" and res.latency.mean_us is not None:
             lines.append(f"mean {res.latency.mean_us:.4g} us, std {res.latency.std_us or 0:.2g} us, "
                          f"{res.latency.iterations} timed iterations after {res.latency.warmup} warmup")
+        lines += estimate_lines(res.estimate)
         lines += [f"- {p.code}: {p.message}" for p in res.problems][:10]
         return ToolOutcome("\n".join(lines), ran="profile", result=res)
 

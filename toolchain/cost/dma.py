@@ -49,6 +49,11 @@ class DmaShape:
     hbm_bytes: int = 0  # HBM bytes read + written (for bandwidth figures)
 
 
+def _itemsize(a: Access) -> int:
+    n = _elements(a)
+    return max(1, a.nbytes // n) if n else 1
+
+
 def _elements(a: Access) -> int:
     n = 1
     for s in a.shape:
@@ -72,6 +77,13 @@ def dma_shape(instr: Instr, transpose: bool = False) -> DmaShape:
         per_partition = max(1, c.nbytes // partitions)
         runs = [a.run for a in hbm if a.run > 0] or [a.run for a in chip if a.run > 0] or [per_partition]
         row = min(min(runs), per_partition)
+        item = _itemsize(c)
+        if hbm and row <= item < per_partition and partitions > 1:
+            # HBM rows walk across partitions (a transposing load/store, e.g. out[i_q, i_d] = tile[d, q]):
+            # element-wise descriptors would be absurd; the DMA transposes, gathering one element per
+            # partition into each HBM row ([NL] §5 "Other overheads": DMA transpose ≈ 90% of copy throughput)
+            transpose = True
+            row = partitions * item
     else:  # HBM -> HBM: rows of the innermost run
         runs = [a.run for a in hbm if a.run > 0] or [nbytes]
         row = max(1, min(runs))

@@ -198,13 +198,12 @@ class Tracer:
             run = _run(arr, item)
             shape = tuple(arr.shape)
             size = arr.size
-        else:  # gathered coordinates: the whole parent view bounds it
-            lo, hi = 0, full.nbytes
+        else:  # nl.arange coordinates (a permuted or gathered access): bounded by their extremes
             shape = view.shape
             size = 1
             for n in shape:
                 size *= n
-            run = item
+            lo, hi, run = self._coords_extent(view, full, item)
         nbytes = size * item
         kind = st.buffer.kind
         dt = arr.dtype
@@ -213,6 +212,40 @@ class Tracer:
             dname = _DTYPE_NAMES[dt] = str(dt.name)  # NumPy builds dtype names in Python: cache them
         acc = Access(st.serial, kind, shape, dname, nbytes, shape[0] if shape else 1, lo, hi, min(run, nbytes) if nbytes else 0)
         (self.writes if write else self.reads).append(acc)
+
+    def _coords_extent(self, view: View, full: Any, item: int) -> tuple[int, int, int]:
+        """Byte range and innermost contiguous run of an access by index arrays (``nl.arange`` grids that
+        are not plain slices, e.g. a transposing ``out[i_q, i_d]`` store): the range spans the extreme
+        coordinates; the run is contiguous only when the access's last axis walks the storage's innermost
+        axis with unit step."""
+        arr = view.arr
+        coords = view.coords
+        assert coords is not None
+        if not arr.size or not coords:
+            return 0, full.nbytes, item
+        serial = view.storage.serial
+        base = self._bases.get(serial)
+        if base is None:
+            base = self._bases[serial] = full.__array_interface__["data"][0]
+        lo = hi = arr.__array_interface__["data"][0] - base
+        last = len(view.shape) - 1
+        run = item
+        for d, (c, stride) in enumerate(zip(coords, arr.strides)):
+            if not c.size:
+                continue
+            cmin, cmax = int(c.min()), int(c.max())
+            if stride >= 0:
+                lo += cmin * stride
+                hi += cmax * stride
+            else:
+                lo += cmax * stride
+                hi += cmin * stride
+            if d == len(coords) - 1 and stride == item and c.ndim == len(view.shape) and last >= 0 and \
+                    c.shape[last] > 1 and c.size == c.shape[last]:
+                flat = c.reshape(-1)
+                if int(flat[1]) - int(flat[0]) == 1 and cmax - cmin + 1 == flat.size:
+                    run = flat.size * item  # the last axis walks the innermost storage axis contiguously
+        return max(lo, 0), min(hi + item, full.nbytes), run
 
     # -- loops --------------------------------------------------------------------------------------
     def loop_enter(self, kind: str, line: int, var: str) -> int:

@@ -2,7 +2,7 @@
 
 compile / simulate / verify / profile go through ``toolchain.runner.LocalRunner`` exactly as local tools do (the
 verdict judged outside the kernel's process, plus one hidden seed the client never sees); latency
-comes from the cost model when there is one (labelled "estimated"), else "not measured";
+comes from the cost model (labelled "estimated", never "measured");
 ``baseline`` times the task's reference on CPU (``baseline.py``); ``sweep`` jobs are also judged on the
 task's unseen shapes (``sweep.py``). Slots are plain worker slots.
 """
@@ -33,7 +33,7 @@ class SimulatorBackend:
     def info(self) -> BackendInfo:
         st = jail.status()
         return BackendInfo(name=self.name, sdk_version=f"nki-agent-embedded {__version__}", nki_version=None,
-                           latency="not measured", sandbox=st.label)
+                           latency="estimated", sandbox=st.label)
 
     def slots(self, workers: int) -> list[Slot]:
         return [Slot(i) for i in range(workers)]

@@ -61,7 +61,10 @@ def verify(kernel: str, task: str, seeds: int, target: str | None, kernel_name: 
     same = os.path.realpath(kernel) == os.path.realpath(task)
     hidden = tuple(os.path.abspath(p) for p in ([] if same else [task]) + list(protect)
                    if os.path.realpath(p) != os.path.realpath(kernel))
-    ker_req = dict(kernel_extra or {}, op="kernel", kernel=kernel, task=task, target=target, kernel_name=kernel_name,
+    from .cost.calibration import request_field
+
+    ker_req = dict(request_field(), **(kernel_extra or {}))
+    ker_req = dict(ker_req, op="kernel", kernel=kernel, task=task, target=target, kernel_name=kernel_name,
                    search_path=sp)
     # its reply is capped small until the reference tells how large the real one can be
     ker_job = sandbox.Job(ker_req, hidden=hidden, max_result_bytes=EARLY_REPLY_BYTES,

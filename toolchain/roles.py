@@ -152,8 +152,10 @@ def kernel_role(req: dict[str, Any], next_frame: Frames,
             return SeedResult(seed=seed, correct=True)
 
         with _tensor_outputs_only(kernel_path):
+            from .worker import _calibration
+
             result = run_cases(kernel, settings, kernel_path, cases(), judge, req.get("target"),
-                               req.get("time_limit"))
+                               req.get("time_limit"), calibration=_calibration(req))
         changed = _changed(before)
         if changed:
             result.problems.append(Problem("sim_sandbox_violation", "the kernel changed the simulator or NumPy it "

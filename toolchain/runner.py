@@ -105,6 +105,10 @@ class LocalRunner:
         req = {"op": "simulate", "kernel": kernel, "task": task, "target": target, "kernel_name": kernel_name,
                "seed": seed, "estimate": bool(estimate), "timeline": bool(timeline), "arithmetic": bool(arithmetic),
                "sensitivities": bool(sensitivities)}
+        if estimate:
+            from .cost.calibration import request_field
+
+            req.update(request_field())
         reply = sandbox.run(_with_search_path(req, search_path), timeout=timeout, cancel=cancel)
         return parse(SimulateResult, _body(reply, base), dict(base, sandbox=str(reply.get("sandbox", ""))), kernel)
 

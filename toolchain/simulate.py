@@ -29,15 +29,17 @@ def simulate_files(kernel_path: str, task_path: str, target: str | None = None, 
                    seed: int = 0, time_limit: float | None = None, search_path: Sequence[str] = (),
                    estimate: bool = False, arithmetic: bool = True, timeline: bool = False,
                    on_record: Callable[[LaunchRecord], None] | None = None,
-                   sensitivities: bool = False) -> dict[str, Any]:
+                   sensitivities: bool = False, calibration: dict[str, dict[str, float]] | None = None
+                   ) -> dict[str, Any]:
     """Run the kernel once on the task's inputs for ``seed``; never raises for user-code problems.
 
     ``search_path``: folders both files may import from after their own (``tasks.load_module``).
     ``estimate``: trace the launch and add the cost model's estimate (``out["estimate"]``, JSON of
     ``CostEstimate``; ``timeline`` includes the engine timeline, ``sensitivities`` the latency's sensitivity to
-each free constant, for calibration); ``arithmetic=False`` skips computing
+    each free constant, for calibration); ``arithmetic=False`` skips computing
     values where that is expensive (a trace-only run: outputs are meaningless). ``on_record`` sees the
-    last launch's record (its ``instruction_trace`` when estimating)."""
+    last launch's record (its ``instruction_trace`` when estimating). ``calibration``: the user's
+    calibrated constants per target (``cost.calibration.effective_constants``)."""
     out: dict[str, Any] = {"kernel": kernel_path, "task": task_path, "ran": False, "problems": [], "outputs": []}
     records: list[LaunchRecord] = []
     try:
@@ -76,20 +78,24 @@ each free constant, for calibration); ``arithmetic=False`` skips computing
                     "peak_sbuf_bytes": rec.peak_sbuf_bytes, "peak_psum_bytes": rec.peak_psum_bytes,
                     "instructions": rec.instructions, "trace": [asdict(t) for t in rec.trace[:2000]]})
         if estimate and rec.instruction_trace is not None and out["ran"]:
-            out["estimate"] = estimate_json(rec, timeline, sensitivities)
+            out["estimate"] = estimate_json(rec, timeline, sensitivities, calibration)
         if on_record is not None:
             on_record(rec)
     return out
 
 
-def estimate_json(rec: LaunchRecord, timeline: bool = False, sensitivities: bool = False) -> dict[str, Any] | None:
-    """The cost model's estimate of a traced launch as JSON (None, with the reason logged, if it fails)."""
+def estimate_json(rec: LaunchRecord, timeline: bool = False, sensitivities: bool = False,
+                  calibration: dict[str, dict[str, float]] | None = None) -> dict[str, Any] | None:
+    """The cost model's estimate of a traced launch as JSON (None, with the reason logged, if it fails),
+    with the constants in effect for its target (the user's calibration, else the packaged one, else the
+    documented defaults: ``cost.calibration.effective_constants``)."""
     assert rec.instruction_trace is not None
     try:
         from .cost import estimate
+        from .cost.calibration import effective_constants
 
-        est = estimate(rec.instruction_trace, rec.target, peak_sbuf_bytes=rec.peak_sbuf_bytes, timeline=timeline,
-                       sensitivities=sensitivities)
+        est = estimate(rec.instruction_trace, rec.target, constants=effective_constants(rec.target, calibration),
+                       peak_sbuf_bytes=rec.peak_sbuf_bytes, timeline=timeline, sensitivities=sensitivities)
     except Exception as e:  # noqa: BLE001 - an estimate is extra information; never lose the simulation for it
         import sys
 

@@ -206,7 +206,8 @@ def verify_loaded(kernel: Kernel, task: Task, kernel_path: str, seeds: int = DEF
 
 
 def run_cases(kernel: Kernel, task: Task, kernel_path: str, cases: Iterable[Case], judge: Judge,
-              target: str | None = None, time_limit: float | None = None, estimate: bool = True) -> VerifyResult:
+              target: str | None = None, time_limit: float | None = None, estimate: bool = True,
+              calibration: dict[str, dict[str, float]] | None = None) -> VerifyResult:
     """Launch the kernel on each case and judge its outputs; stops at the first NKI error.
 
     ``task`` only supplies settings here (launcher, tolerance, input mutation policy). ``estimate``: the
@@ -239,7 +240,7 @@ def run_cases(kernel: Kernel, task: Task, kernel_path: str, cases: Iterable[Case
             t_kern = time.perf_counter() - t0
             result.compiled = True
             if records and traced and records[-1].instruction_trace is not None:
-                result.estimate = estimate_json(records[-1])
+                result.estimate = estimate_json(records[-1], calibration=calibration)
                 records[-1].instruction_trace = None  # the trace can be large: keep only the estimate
             if records:
                 rec = records[-1]

@@ -75,6 +75,15 @@ def _flag(req: dict[str, Any], name: str, default: bool) -> bool:
     return value
 
 
+def _calibration(req: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """The request's ``cost_constants`` (the user's calibration, sent by the parent), validated."""
+    if req.get("cost_constants") is None:
+        return {}
+    from .cost.calibration import parse_overrides
+
+    return parse_overrides(req.get("cost_constants"))
+
+
 def handle(req: dict[str, Any], out_fd: int) -> tuple[dict[str, Any], list[Any]]:
     from .tasks import search_path
 
@@ -108,7 +117,8 @@ def handle(req: dict[str, Any], out_fd: int) -> tuple[dict[str, Any], list[Any]]
                                                      estimate=_flag(req, "estimate", False),
                                                      timeline=_flag(req, "timeline", False),
                                                      arithmetic=_flag(req, "arithmetic", True),
-                                                     sensitivities=_flag(req, "sensitivities", False))}, []
+                                                     sensitivities=_flag(req, "sensitivities", False),
+                                                     calibration=_calibration(req))}, []
     if op == "describe":
         from .tasks import describe_task
 

@@ -62,6 +62,93 @@ def load_calibration(target: str, search: Sequence[str | Path]) -> Calibration |
     return None
 
 
+PACKAGED = Path(__file__).resolve().parent  # nki-agent-calibration-<target>.json shipped beside this module (docs/cost-model.md)
+
+
+def config_dirs() -> list[Path]:
+    """Where a user's calibration files live: ``$NKI_AGENT_CONFIG_DIR`` if set, else ``~/.config/nki-agent``."""
+    import os
+
+    env = os.environ.get("NKI_AGENT_CONFIG_DIR")
+    return [Path(env)] if env else [Path("~/.config/nki-agent").expanduser()]
+
+
+def effective_constants(target: str, overrides: dict[str, dict[str, float]] | None = None) -> Constants:
+    """The constants an estimate for ``target`` uses: ``overrides[target]`` (a user's calibration, read by
+    the parent process and sent with the job: the jail sees no home folder), else the calibration shipped
+    with the package (fitted on the published trn1 measurements; trn2 and trn3, which have none, use trn1's
+    fitted free constants with their own documented hardware numbers), else the documented defaults. A
+    broken packaged file falls back to the defaults. ``overrides=None`` (an in-process run) reads the
+    user's calibration files itself."""
+    name = hardware_for(target).target
+    if overrides is None:
+        overrides = request_field().get("cost_constants", {})
+    values = overrides.get(name)
+    if values:
+        return constants_for(name).with_values({k: float(v) for k, v in values.items() if k in FREE},
+                                               source=f"user {calibration_filename(name)}")
+    for source in (name, "trn1"):  # no published trn2/trn3 measurements: trn1's fitted free constants
+        try:
+            cal = load_calibration(source, [PACKAGED])
+        except CalibrationError:
+            cal = None
+        if cal is not None:
+            return constants_for(name).with_values(cal.constants.free_values(),
+                                                   source=f"packaged {calibration_filename(source)}")
+    return constants_for(name)
+
+
+def user_overrides() -> dict[str, dict[str, float]]:
+    """The user's calibration files (every target that has one) as plain values, for a job request.
+    A malformed file raises ``CalibrationError`` (naming it): a calibration is never silently ignored."""
+    out: dict[str, dict[str, float]] = {}
+    for target in ("trn1", "trn2", "trn3"):
+        cal = load_calibration(target, config_dirs())
+        if cal is not None:
+            out[target] = cal.constants.free_values()
+    return out
+
+
+def request_field() -> dict[str, dict[str, dict[str, float]]]:
+    """``{"cost_constants": user_overrides()}`` for a job request, or {} when the user has no calibration. A
+    malformed calibration file is reported on stderr once per process and not used (the job still runs)."""
+    global _WARNED
+    try:
+        found = user_overrides()
+    except CalibrationError as e:
+        if not _WARNED:
+            import sys
+
+            print(f"nki-agent: calibration not used: {e}", file=sys.stderr)
+            _WARNED = True
+        return {}
+    return {"cost_constants": found} if found else {}
+
+
+_WARNED = False
+
+
+def parse_overrides(value: object) -> dict[str, dict[str, float]]:
+    """A request's ``cost_constants`` checked: {target: {free constant: positive finite number}} (the
+    worker's side; anything else raises ValueError: a malformed request)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError("cost_constants must be an object")
+    out: dict[str, dict[str, float]] = {}
+    for target, consts in value.items():
+        name = hardware_for(str(target)).target
+        if not isinstance(consts, dict):
+            raise ValueError(f"cost_constants[{target!r}] must be an object")
+        vals: dict[str, float] = {}
+        for k, v in consts.items():
+            if k not in FREE or isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+                raise ValueError(f"cost_constants[{target!r}][{k!r}]: not a free constant with a positive value")
+            vals[k] = float(v)
+        out[name] = vals
+    return out
+
+
 def _parse(path: Path, target: str) -> Calibration:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))

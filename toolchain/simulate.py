@@ -91,14 +91,13 @@ def estimate_json(rec: LaunchRecord, timeline: bool = False, sensitivities: bool
     documented defaults: ``cost.calibration.effective_constants``)."""
     assert rec.instruction_trace is not None
     try:
-        from .cost import estimate
+        from .cost import estimate_data
         from .cost.calibration import effective_constants
 
-        est = estimate(rec.instruction_trace, rec.target, constants=effective_constants(rec.target, calibration),
-                       peak_sbuf_bytes=rec.peak_sbuf_bytes, timeline=timeline, sensitivities=sensitivities)
+        return estimate_data(rec.instruction_trace, rec.target, constants=effective_constants(rec.target, calibration),
+                             peak_sbuf_bytes=rec.peak_sbuf_bytes, timeline=timeline, sensitivities=sensitivities)
     except Exception as e:  # noqa: BLE001 - an estimate is extra information; never lose the simulation for it
         import sys
 
         print(f"nki-agent: cost model failed: {type(e).__name__}: {e}", file=sys.stderr)
         return None
-    return est.model_dump(mode="json")

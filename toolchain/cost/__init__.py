@@ -11,15 +11,16 @@ Modules, one concern each:
   model.py        ``estimate`` (the façade)
   calibration.py  calibration files and the fit of the free constants to measured latencies
 
-Invariants: pure computation (only ``calibration`` touches files); pydantic only in the result
-(``protocol_cost``); no import of the simulator beyond the plain-data trace format.
+Invariants: pure computation (only ``calibration`` touches files); importing the package does not import
+pydantic (workers use ``estimate_data``: plain data with ``CostEstimate``'s fields, validated in the
+parent; ``estimate`` returns the model); no import of the simulator beyond the plain-data trace format.
 """
 
 from __future__ import annotations
 
 from .hardware import FREE, Constants, Hardware, constants_for, hardware_for
-from .model import estimate, estimate_prepared, latency_us
+from .model import estimate, estimate_data, estimate_prepared, latency_us
 from .schedule import prepare
 
-__all__ = ["FREE", "Constants", "Hardware", "constants_for", "estimate", "estimate_prepared", "hardware_for",
+__all__ = ["FREE", "Constants", "Hardware", "constants_for", "estimate", "estimate_data", "estimate_prepared", "hardware_for",
            "latency_us", "prepare"]

@@ -10,7 +10,8 @@ most busy time inside the loop. FLOPs are 2·K·M·N per matmul. The timeline ha
 instruction on its lane, merged into runs of consecutive instructions of one lane when there are
 more than ``MAX_BARS``; times are from the kernel's first instruction (the launch overhead precedes it).
 
-Builds the ``protocol_cost`` models (``LineCost``, ``LoopCost``, ``EngineBusy``, ``TimelineBar``).
+Builds the rows of the ``protocol_cost`` models (``LineCost``, ``LoopCost``, ``EngineBusy``, ``TimelineBar``)
+as plain dicts with exactly their fields (validated into the models where they are read).
 """
 
 from __future__ import annotations
@@ -18,14 +19,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ..protocol_cost import Bound, Engine, EngineBusy, LineCost, LoopCost, TimelineBar
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the result models are built in the parent; here rows are plain dicts (workers never
+    from ..protocol_cost import Bound, Engine  # import pydantic: a worker's start-up time matters)
 from . import engines as E
 from .schedule import Prepared, Schedule
 
 MAX_BARS = 4000  # timeline bars per estimate (hovers and webviews stay responsive)
 MAX_LINES = 200  # LineCost entries (protocol_cost: "at most 200")
-CLASSES: tuple[Bound, ...] = ("TensorE", "VectorE", "ScalarE", "GpSimd", "DMA")
-ENGINES: tuple[Engine, ...] = ("tensor", "vector", "scalar", "gpsimd", "dma")  # protocol_cost.Engine per class
+CLASSES: tuple["Bound", ...] = ("TensorE", "VectorE", "ScalarE", "GpSimd", "DMA")
+ENGINES: tuple["Engine", ...] = ("tensor", "vector", "scalar", "gpsimd", "dma")  # protocol_cost.Engine per class
 _DMA_CLASS = 4
 
 
@@ -64,17 +68,17 @@ class _Acc:
 class Attribution:
     """Everything ``model.estimate`` reports besides the headline numbers."""
 
-    lines: list[LineCost]
-    loops: list[LoopCost]
-    engines: list[EngineBusy]
-    timeline: list[TimelineBar]
+    lines: list[dict[str, Any]]  # LineCost rows
+    loops: list[dict[str, Any]]  # LoopCost rows
+    engines: list[dict[str, Any]]  # EngineBusy rows
+    timeline: list[dict[str, Any]]  # TimelineBar rows
     flops: float
     hbm_bytes: int
     critical_by_class: list[float]  # ns of the critical path per CLASSES entry
     pe_kind: str  # the matmul kind with the most FLOPs ("bf16", "fp32", "double_row", "mx")
 
 
-def _engine(acc: _Acc) -> Engine:
+def _engine(acc: _Acc) -> "Engine":
     by = acc.crit_by if acc.crit > 0 else acc.busy
     return ENGINES[max(range(5), key=by.__getitem__)]
 
@@ -125,18 +129,19 @@ def attribute(p: Prepared, s: Schedule, latency_ns: float, timeline: bool = Fals
             critical_by_class[k] += cr
             la.api_busy[ins.api] = la.api_busy.get(ins.api, 0.0) + b
     lat = latency_ns if latency_ns > 0 else 1.0
-    line_costs = [
-        LineCost(line=line, us=a.crit / 1000, share=min(1.0, a.crit / lat), engine=_engine(a),
-                 instructions=a.count, api=max(a.api_busy, key=a.api_busy.__getitem__) if a.api_busy else "")
-        for line, a in lines.items()]
-    line_costs.sort(key=lambda lc: (-lc.us, -lines[lc.line].crit, -sum(lines[lc.line].busy), lc.line))
+    order = sorted(lines, key=lambda ln: (-lines[ln].crit, -sum(lines[ln].busy), ln))
+    line_costs: list[dict[str, Any]] = [
+        dict(line=line, us=lines[line].crit / 1000, share=min(1.0, lines[line].crit / lat), engine=_engine(lines[line]),
+             instructions=lines[line].count,
+             api=max(lines[line].api_busy, key=lines[line].api_busy.__getitem__) if lines[line].api_busy else "")
+        for line in order]
     return Attribution(lines=line_costs[:MAX_LINES], loops=_loops(p, loops, lat), engines=_engines(p, s, lat),
                        timeline=_timeline(p, s) if timeline else [], flops=flops, hbm_bytes=hbm,
                        critical_by_class=critical_by_class,
                        pe_kind=max(pe_flops, key=pe_flops.__getitem__) if pe_flops else "bf16")
 
 
-def _loops(p: Prepared, direct: dict[int, _Acc], lat: float) -> list[LoopCost]:
+def _loops(p: Prepared, direct: dict[int, _Acc], lat: float) -> list[dict[str, Any]]:
     """Roll each loop's own instructions up into its ancestors, then build the LoopCost rows."""
     tree = p.trace.loops
     total: dict[int, _Acc] = {}
@@ -146,17 +151,17 @@ def _loops(p: Prepared, direct: dict[int, _Acc], lat: float) -> list[LoopCost]:
             total.setdefault(cur, _Acc()).add(acc)
             cur = tree[cur].parent
     agg = p.hw.dma_aggregate_bytes_per_ns
-    out: list[LoopCost] = []
+    out: list[dict[str, Any]] = []
     for lid, acc in total.items():
         lp = tree[lid]
         wall = acc.last - acc.first if acc.last > acc.first else 0.0
         k = max(range(5), key=acc.busy.__getitem__)
-        bound: Bound = CLASSES[k] if acc.busy[k] > 0 else "overhead"
-        out.append(LoopCost(line=lp.line, var=lp.var, kind=lp.kind, trips=lp.trips, us=acc.crit / 1000,
+        bound: "Bound" = CLASSES[k] if acc.busy[k] > 0 else "overhead"
+        out.append(dict(line=lp.line, var=lp.var, kind=lp.kind, trips=lp.trips, us=acc.crit / 1000,
                             share=min(1.0, acc.crit / lat), bound=bound,
                             hbm_bytes=acc.hbm, hbm_utilisation=min(1.0, acc.hbm / (wall * agg)) if wall else 0.0,
                             flops=acc.flops))
-    out.sort(key=lambda lc: (-lc.us, lc.line))
+    out.sort(key=lambda lc: (-lc["us"], lc["line"]))
     return out
 
 
@@ -164,18 +169,18 @@ def _lane_name(lane: int) -> str:
     return E.LANE_NAMES[lane] if lane < E.DMA else f"DMA q{lane - E.DMA}"
 
 
-def _engines(p: Prepared, s: Schedule, lat: float) -> list[EngineBusy]:
+def _engines(p: Prepared, s: Schedule, lat: float) -> list[dict[str, Any]]:
     out = []
     for lane in range(p.lane_count):
         if not s.lane_instrs[lane]:
             continue
-        out.append(EngineBusy(lane=_lane_name(lane), engine=ENGINES[class_of(lane)],
+        out.append(dict(lane=_lane_name(lane), engine=ENGINES[class_of(lane)],
                               busy_us=s.lane_busy[lane] / 1000, utilisation=min(1.0, s.lane_busy[lane] / lat),
                               instructions=s.lane_instrs[lane]))
     return out
 
 
-def _timeline(p: Prepared, s: Schedule) -> list[TimelineBar]:
+def _timeline(p: Prepared, s: Schedule) -> list[dict[str, Any]]:
     """Bars per lane in time order; runs of ``f`` consecutive instructions merged when there are many."""
     per_lane: dict[int, list[int]] = {}
     for i, lane in enumerate(p.lanes):
@@ -187,14 +192,14 @@ def _timeline(p: Prepared, s: Schedule) -> list[TimelineBar]:
     f = max(1, math.ceil(total / MAX_BARS))
     critical = set(s.critical)
     instrs = p.trace.instrs
-    bars: list[TimelineBar] = []
+    bars: list[dict[str, Any]] = []
     for lane in sorted(per_lane):
         idx = per_lane[lane]
         name = _lane_name(lane)
         for g in range(0, len(idx), f):
             run = idx[g:g + f]
             top = max(run, key=s.busy.__getitem__)
-            bars.append(TimelineBar(lane=name, start_us=s.start[run[0]] / 1000,
+            bars.append(dict(lane=name, start_us=s.start[run[0]] / 1000,
                                     end_us=max(s.start[i] + s.busy[i] for i in run) / 1000,
                                     api=instrs[top].api, line=instrs[top].line,
                                     critical=any(i in critical for i in run)))

@@ -21,15 +21,18 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Union
 
-from ..protocol_cost import CostEstimate
 from ..sim.trace import Trace
 from .hardware import FREE, Constants, constants_for, hardware_for
 from .model import latency_us
 from .schedule import prepare
 
+if TYPE_CHECKING:
+    from ..protocol_cost import CostEstimate
+
 BOUND = 5.0  # each free constant stays within [default / 5, default x 5] (the brief's [0.2x, 5x])
-Source = Callable[[Constants], float] | Trace | tuple[Trace, int] | CostEstimate
+Source = Union[Callable[[Constants], float], Trace, tuple[Trace, int], "CostEstimate"]
 Pair = tuple[Source, float]
 
 
@@ -184,8 +187,8 @@ def save_calibration(path: str | Path, cal: Calibration) -> None:
 
 
 def _predictor(source: Source, target: str) -> Callable[[Constants], float]:
-    if isinstance(source, CostEstimate):
-        return from_estimate(source)
+    if hasattr(source, "latency_us") and hasattr(source, "sensitivities"):  # a CostEstimate
+        return from_estimate(source)  # type: ignore[arg-type]
     if callable(source):
         return source
     trace, peak = (source, 0) if isinstance(source, Trace) else source
@@ -193,7 +196,7 @@ def _predictor(source: Source, target: str) -> Callable[[Constants], float]:
     return lambda c: latency_us(p, c, peak)
 
 
-def from_estimate(est: CostEstimate) -> Callable[[Constants], float]:
+def from_estimate(est: "CostEstimate") -> Callable[[Constants], float]:
     """A predictor from an estimate alone: latency linear in each constant around the estimate's own,
     ``L0 · (1 + Σ s_k (c_k / c0_k - 1))`` with its sensitivities ``s_k`` (``estimate(...,
     sensitivities=True)``). Without sensitivities only the launch overhead moves (its effect is exact)."""

@@ -12,16 +12,20 @@ passes as ``constants``).
 
 from __future__ import annotations
 
-from ..protocol_cost import Bound, CostEstimate
+from typing import TYPE_CHECKING, Any
+
 from ..sim.trace import Trace
 from .attribution import CLASSES, attribute
 from .dma import spill
 from .hardware import Constants, constants_for, hardware_for
 from .schedule import Prepared, prepare, run
 
+if TYPE_CHECKING:
+    from ..protocol_cost import Bound, CostEstimate
+
 
 def estimate(trace: Trace, target: str | None = None, *, constants: Constants | None = None,
-             peak_sbuf_bytes: int = 0, timeline: bool = False, sensitivities: bool = False) -> CostEstimate:
+             peak_sbuf_bytes: int = 0, timeline: bool = False, sensitivities: bool = False) -> "CostEstimate":
     """Estimate the latency of the launch recorded in ``trace`` on ``target`` (default: ``trace.target``).
 
     ``constants``: the model's free parameters (default: the documented ones, ``constants_for``);
@@ -29,9 +33,19 @@ def estimate(trace: Trace, target: str | None = None, *, constants: Constants | 
     ``timeline``: include the engine timeline (bounded to ~4000 bars);
     ``sensitivities``: also compute the latency's relative sensitivity to each free constant (one more
     schedule run per constant), so ``calibration.fit`` can re-predict the estimate without the trace."""
+    from ..protocol_cost import CostEstimate
+
+    return CostEstimate.model_validate(estimate_data(trace, target, constants=constants, peak_sbuf_bytes=peak_sbuf_bytes,
+                                                     timeline=timeline, sensitivities=sensitivities))
+
+
+def estimate_data(trace: Trace, target: str | None = None, *, constants: Constants | None = None,
+                  peak_sbuf_bytes: int = 0, timeline: bool = False, sensitivities: bool = False) -> dict[str, Any]:
+    """``estimate`` as plain JSON-ready data with exactly ``CostEstimate``'s fields (what a worker sends:
+    workers never import pydantic; the parent validates it into the model)."""
     hw = hardware_for(target or trace.target or None)
-    return estimate_prepared(prepare(trace, hw), constants or constants_for(hw.target),
-                             peak_sbuf_bytes=peak_sbuf_bytes, timeline=timeline, sensitivities=sensitivities)
+    return estimate_prepared_data(prepare(trace, hw), constants or constants_for(hw.target),
+                                  peak_sbuf_bytes=peak_sbuf_bytes, timeline=timeline, sensitivities=sensitivities)
 
 
 SENSITIVITY_STEP = 1.25  # relative change of a constant for its finite-difference sensitivity
@@ -58,8 +72,17 @@ def latency_us(p: Prepared, constants: Constants, peak_sbuf_bytes: int = 0) -> f
 
 
 def estimate_prepared(p: Prepared, constants: Constants, *, peak_sbuf_bytes: int = 0,
-                      timeline: bool = False, sensitivities: bool = False) -> CostEstimate:
+                      timeline: bool = False, sensitivities: bool = False) -> "CostEstimate":
     """``estimate`` of an already prepared trace (``schedule.prepare``)."""
+    from ..protocol_cost import CostEstimate
+
+    return CostEstimate.model_validate(estimate_prepared_data(p, constants, peak_sbuf_bytes=peak_sbuf_bytes,
+                                                              timeline=timeline, sensitivities=sensitivities))
+
+
+def estimate_prepared_data(p: Prepared, constants: Constants, *, peak_sbuf_bytes: int = 0,
+                           timeline: bool = False, sensitivities: bool = False) -> dict[str, Any]:
+    """``estimate_prepared`` as plain data (``estimate_data``)."""
     hw = p.hw
     s = run(p, constants)
     sp = spill(peak_sbuf_bytes, hw, constants)
@@ -70,7 +93,7 @@ def estimate_prepared(p: Prepared, constants: Constants, *, peak_sbuf_bytes: int
     hbm = att.hbm_bytes + (sp.traffic_bytes if sp else 0)
     by_class = list(att.critical_by_class)
     by_class[CLASSES.index("DMA")] += spill_ns
-    bound: Bound
+    bound: "Bound"
     if overhead_ns > latency_ns / 2 or not any(by_class):
         bound = "overhead"
     else:
@@ -87,7 +110,7 @@ def estimate_prepared(p: Prepared, constants: Constants, *, peak_sbuf_bytes: int
         notes.append(sp.note)
     if not p.trace.instrs:
         notes.append("no instructions were traced: the estimate is the launch overhead alone")
-    return CostEstimate(
+    return dict(
         target=hw.target,
         latency_us=latency_ns / 1000,
         overhead_us=overhead_ns / 1000,

@@ -2,7 +2,7 @@
 
 Every test runs small kernels of either API generation (classic ``neuronxcc.nki`` and new ``nki``)
 in-process and compares with a NumPy expectation. The facts come from the semantics reference
-(/work/shared/docs/nki-language.md; section numbers in the test docstrings).
+(the NKI language notes; section numbers in the test docstrings).
 """
 
 from __future__ import annotations

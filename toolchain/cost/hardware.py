@@ -9,9 +9,12 @@ This module owns every number the cost model uses. Two kinds:
   bends). Defaults come from the documents; ``calibration.fit`` may override them per target.
 
 Sources (the only ones used; each constant names its row):
-  [LG] /work/shared/docs/latency-ground-truth.md, "Hardware facts" / "Cost formulas" / "Calibration checks"
-  [NL] /work/shared/docs/nki-language.md section 5, "Hardware numbers" table, "Instruction cost formulas"
-       table and "Other overheads"
+  [LG] the latency research notes ("Hardware facts" / "Cost formulas" / "Calibration checks"), which
+       summarise the AWS Neuron SDK's architecture guides (nki/guides/architecture/*_arch.rst), the DMA
+       bandwidth guide (nki/deep-dives/nki-dma-bandwidth-guide.rst), the performance guide
+       (nki_perf_guide.rst) and the ISA docs' "Estimated instruction cost" text (nki/api/nki/isa, SDK 2.26)
+  [NL] the NKI language notes, section 5 ("Hardware numbers" table, "Instruction cost formulas"
+       table and "Other overheads"), summarising the same SDK documents (sdk 2.26 and 2.32)
   [TG] toolchain/targets.py (usable SBUF per partition, itself from KLR Trace.lean)
 
 It imports nothing from the simulator and nothing from pydantic.

@@ -230,3 +230,22 @@ def test_every_generation_has_hardware() -> None:
     assert TRN3.dma_aggregate_bytes_per_ns == 528
     assert TRN1.tensor_peak_flops_per_ns() == pytest.approx(91750, rel=1e-3)  # 91.75 TFLOPS bf16
     assert TRN1.tensor_peak_flops_per_ns("fp32") == pytest.approx(91750 / 4, rel=1e-3)
+
+
+def test_partition_broadcast_runs_on_tensor_engine_and_feeds_a_psum_operand() -> None:
+    """fused-mamba tutorial: a partition-dimension broadcast is a separate TensorE instruction (a matmul
+    with a ones stationary); its consumer reads PSUM, so tensor_tensor costs N, not 2N."""
+    from nki_agent.toolchain.cost.schedule import prepare
+
+    tb = TB()
+    row, wide = tb.sbuf(1, 512, "float32"), tb.sbuf(128, 512, "float32")
+    x, y = tb.sbuf(128, 512, "float32"), tb.sbuf(128, 512, "float32")
+    bc = tb.instr("nl.broadcast_to", [row.all()], [wide.all()])
+    assert E.classify(bc) == (E.TENSOR, E.K_PE_BROADCAST)
+    assert cycles(bc) == 4 * 512  # N_moving = 512 fp32 columns, x4 for fp32
+    tt = tb.instr("nisa.tensor_tensor", [x.all(), wide.all()], [y.all()], ops=("multiply",))
+    plain = tb.instr("nisa.tensor_tensor", [x.all(), y.all()], [x.all()], ops=("multiply",))
+    p = prepare(tb.trace, TRN1)
+    assert p.cycles[1] == 512 and p.cycles[2] == 1024
+    col = tb.sbuf(128, 1, "float32")  # a free-dim broadcast ([P,1] -> [P,F]) stays a VectorE copy
+    assert E.classify(tb.instr("nl.broadcast_to", [col.all()], [wide.all()]))[0] == E.VECTOR

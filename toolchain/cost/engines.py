@@ -37,6 +37,10 @@ K_MATMUL = "matmul"  # nisa.nc_matmul
 K_MATMUL_MX = "matmul_mx"  # nisa.nc_matmul_mx (v4): contraction 4 x P
 K_NL_MATMUL = "nl_matmul"  # nl.matmul (x @ y; an implicit PE transpose of x unless transpose_x)
 K_PE_TRANSPOSE = "pe_transpose"
+# nl.broadcast_to of a one-partition tile across partitions: the compiler does it on TensorE (a matmul with
+# a ones stationary, result in PSUM) — fused-mamba tutorial, "partition-dimension broadcast of A_i using a
+# separate instruction on TensorE"; its consumers then read a PSUM operand (tensor_tensor costs N, not 2N)
+K_PE_BROADCAST = "pe_broadcast"
 K_VEC_TRANSPOSE = "vector_transpose"
 K_ACTIVATION = "activation"
 K_EXPONENTIAL = "exponential"  # nisa.exponential (v4 VectorE, 4x ScalarE exp throughput)
@@ -171,6 +175,8 @@ def classify(instr: Instr) -> tuple[int, str]:
             return VECTOR, K_RMSNORM
         if name in REDUCTIONS:
             return VECTOR, K_REDUCE
+        if name == "broadcast_to" and is_partition_broadcast(instr):
+            return TENSOR, K_PE_BROADCAST
         if name in ("copy", "identity", "bypass", "broadcast_to"):
             return VECTOR, K_COPY
         if name in VECTOR_UNARY:
@@ -191,6 +197,12 @@ def classify(instr: Instr) -> tuple[int, str]:
     if _touches_hbm(instr):
         return DMA, K_DMA
     return VECTOR, K_UNKNOWN
+
+
+def is_partition_broadcast(instr: Instr) -> bool:
+    """A one-partition on-chip tile broadcast across several partitions."""
+    return (len(instr.reads) == 1 and instr.reads[0].partitions == 1 and instr.reads[0].buffer != "hbm"
+            and bool(instr.writes) and instr.writes[0].partitions > 1)
 
 
 def is_psum_zeroing(instr: Instr, kind: str) -> bool:

@@ -222,6 +222,13 @@ def _pe_transpose(instr: Instr, lane: int, hw: Hardware, kind: str) -> InstrCost
     return InstrCost(cycles=pe_transpose_cycles(d.partitions, d.free_elements), stationary=(d.storage, d.lo, d.hi))
 
 
+def _pe_broadcast(instr: Instr, lane: int, hw: Hardware, kind: str) -> InstrCost:
+    # ones[1, P].T @ row[1, F]: the row is the moving operand (N_moving = F), ones the stationary
+    row = instr.reads[0]
+    out = instr.writes[0]
+    return InstrCost(cycles=matmul_cycles(out.partitions, row.free_elements, row.dtype in ("float32", "tfloat32")))
+
+
 def _activation(instr: Instr, lane: int, hw: Hardware, kind: str) -> InstrCost:
     n = max(_n_in(instr), _n_out(instr))
     ops = _ops(instr)
@@ -238,7 +245,7 @@ def _exponential(instr: Instr, lane: int, hw: Hardware, kind: str) -> InstrCost:
 def _tensor_tensor(instr: Instr, lane: int, hw: Hardware, kind: str) -> InstrCost:
     n = _n_out(instr)
     accs = instr.reads + instr.writes
-    psum = any(a.buffer == "psum" for a in instr.reads) or (
+    psum = any(a.buffer == "psum" for a in instr.reads) or bool(instr.attrs.get("psum_operand")) or (
         kind == E.K_ACCUMULATE and any(w.buffer == "psum" for w in instr.writes))
     fast = (all(o in _FAST_TT_OPS for o in _ops(instr)) and _all_16bit(accs)
             and all(a.buffer == "sbuf" and _unit_stride(a) for a in accs))
@@ -362,7 +369,7 @@ _FORMULAS: dict[str, Formula] = {
     E.K_RECIPROCAL: _reciprocal, E.K_COPY_PRED: _copy_predicated, E.K_DYN_COPY: _dynamic, E.K_GPSIMD: _gpsimd,
     E.K_MAX8: _max8,
     E.K_SOFTMAX: _softmax, E.K_RMSNORM: _rms_norm, E.K_DMA: _dma, E.K_DMA_TRANSPOSE: _dma,
-    E.K_FREE: _free, E.K_UNKNOWN: _unknown,
+    E.K_FREE: _free, E.K_UNKNOWN: _unknown, E.K_PE_BROADCAST: _pe_broadcast,
 }
 
 

@@ -40,7 +40,7 @@ import heapq
 import math
 from dataclasses import dataclass, field
 
-from ..sim.trace import Trace
+from ..sim.trace import Instr, Trace
 from . import deps as D
 from . import engines as E
 from .dma import DmaShape, FluidPool, own_rate, units
@@ -112,6 +112,17 @@ def _fold_psum_zeroing(trace: Trace, lanes: list[int], kinds: list[str]) -> int:
     return folded
 
 
+def _mark_psum_operands(instrs: list[Instr], kinds: list[str]) -> None:
+    """Instructions reading a partition broadcast read it from PSUM, where TensorE left it
+    (``attrs["psum_operand"]``: tensor_tensor costs N, not 2N; a fact of the trace, the same on every target)."""
+    made: set[int] = set()
+    for ins, kind in zip(instrs, kinds):
+        if made and kind != E.K_PE_BROADCAST and any(a.storage in made for a in ins.reads):
+            ins.attrs["psum_operand"] = True
+        if kind == E.K_PE_BROADCAST:
+            made.update(w.storage for w in ins.writes)
+
+
 def prepare(trace: Trace, hw: Hardware) -> Prepared:
     """Classify, cost and link every instruction of ``trace`` (no timing)."""
     instrs = trace.instrs
@@ -122,6 +133,7 @@ def prepare(trace: Trace, hw: Hardware) -> Prepared:
         lanes.append(lane)
         kinds.append(kind)
     folded = _fold_psum_zeroing(trace, lanes, kinds)
+    _mark_psum_operands(instrs, kinds)
     cycles: list[float] = []
     costs: list[InstrCost] = []
     ls_cycles: dict[int, float] = {}

@@ -102,7 +102,7 @@ class LocalRunner:
         from .results import parse
 
         base = {"kernel": kernel, "task": task}
-        req = {"op": "simulate", "kernel": kernel, "task": task, "target": target, "kernel_name": kernel_name,
+        req: dict[str, Any] = {"op": "simulate", "kernel": kernel, "task": task, "target": target, "kernel_name": kernel_name,
                "seed": seed, "estimate": bool(estimate), "timeline": bool(timeline), "arithmetic": bool(arithmetic),
                "sensitivities": bool(sensitivities)}
         if estimate:

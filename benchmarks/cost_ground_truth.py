@@ -43,7 +43,8 @@ def run_entry(entry: dict[str, Any], small: bool) -> dict[str, Any]:
     out = simulate_files(str(kernel), str(task), target=target, kernel_name=entry.get("kernel_name"), estimate=True,
                          arithmetic=False, on_record=records.append)
     seconds = time.perf_counter() - t0
-    row: dict[str, Any] = {"id": entry["id"], "family": entry["family"], "published_us": entry["published_us"],
+    row: dict[str, Any] = {"id": entry["id"], "family": entry["family"], "shape": entry.get("shape", ""),
+                           "published_us": entry["published_us"],
                            "stat": entry.get("stat", ""), "seconds": round(seconds, 2), "ran": bool(out["ran"])}
     est = out.get("estimate")
     if not out["ran"] or est is None or not records or records[-1].instruction_trace is None:
@@ -63,14 +64,24 @@ def run_entry(entry: dict[str, Any], small: bool) -> dict[str, Any]:
     return row
 
 
+TIE = 0.05  # published figures closer than 5 % are not ranked (the mamba scaling table rounds to 0.1 ms)
+
+
 def rank_orders(rows: list[dict[str, Any]]) -> dict[str, bool]:
-    """Per family: does the predicted order (fastest first) equal the published order?"""
+    """Per family: for every pair of versions measured at the same shape whose published figures differ by
+    more than ``TIE``, does the model order them the same way? (The question an engineer asks the model:
+    which version is faster.)"""
     out: dict[str, bool] = {}
     for fam in sorted({r["family"] for r in rows}):
-        ok = [r for r in rows if r["family"] == fam and "predicted_us" in r]
-        pub = [r["id"] for r in sorted(ok, key=lambda r: r["published_us"])]
-        pred = [r["id"] for r in sorted(ok, key=lambda r: r["predicted_us"])]
-        out[fam] = len(ok) == len([r for r in rows if r["family"] == fam]) and pub == pred
+        mine = [r for r in rows if r["family"] == fam]
+        ok = all("predicted_us" in r for r in mine)
+        for a in mine:
+            for b in mine:
+                if a is b or a.get("shape") != b.get("shape") or "predicted_us" not in a or "predicted_us" not in b:
+                    continue
+                if a["published_us"] < b["published_us"] * (1 - TIE) and not a["predicted_us"] < b["predicted_us"]:
+                    ok = False
+        out[fam] = ok
     return out
 
 

@@ -22,7 +22,10 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types as T
 
 from ..diagnostics.cost_view import CostView, place
+from ..diagnostics.model import Diagnostic
+from ..toolchain.errors import doc_url
 from ..toolchain.protocol import SimulateResult
+from ..toolchain.task_discovery import missing_task
 from . import analysis
 from .analysis import RunResult, StaticResult
 from .convert import file_uri, to_lsp_diagnostic
@@ -36,6 +39,19 @@ if TYPE_CHECKING:
     from .app import NkiLanguageServer
 
 log = logging.getLogger(__name__)
+
+
+def missing_task_diagnostic(snap: Snapshot) -> Diagnostic | None:
+    """A ``# nki-task:`` comment naming a file that is not there: say which path was looked for."""
+    if snap.too_large:
+        return None
+    m = missing_task(snap.path, snap.text)
+    if m is None:
+        return None
+    return Diagnostic("sim_task_not_found", "warning",
+                      f"`# nki-task:` names `{m.written}`, which does not exist (looked for {m.looked_for}); "
+                      "saving cannot simulate or verify against it", snap.path, m.line, m.column, m.line,
+                      m.column + len(m.written), "nki-agent", doc_url("sim_task_not_found"))
 
 
 @dataclass
@@ -228,6 +244,9 @@ class ServerState:
         for kind, run in st.runs.items():
             if run.revision == snap.revision:
                 out.extend((kind, k, d) for k, d in enumerate(run.diagnostics))
+        missing = missing_task_diagnostic(snap)
+        if missing is not None:
+            out.append(("task", 0, missing))
         local, remote = st.runs.get("verify"), st.runs.get("remote")
         if local is not None and remote is not None and local.revision == remote.revision == snap.revision:
             differ = analysis.disagreement(local, remote, snap, remote.result.runner)

@@ -70,6 +70,7 @@ SIMULATOR: dict[str, tuple[str, str]] = {
     "sim_syntax_error": ("the file is not valid Python", _TILING),
     "sim_bad_input": ("the input could not be read", _TILING),
     "sim_task_error": ("the task module is invalid", _TILING),
+    "sim_task_not_found": ("the task named by `# nki-task:` does not exist", _TILING),
     "sim_input_mutated": ("the kernel wrote into one of its inputs", _TILING),
     "sim_wrong_result": ("kernel output differs from the reference", _TILING),
     "sim_runner_disagrees": ("the simulator and the remote runner disagree on correctness", _TILING),

@@ -29,6 +29,30 @@ class TaskRef:
     how: str  # comment | taskMap | self | sibling
 
 
+@dataclass(frozen=True)
+class MissingTask:
+    """A ``# nki-task:`` comment naming a file that does not exist."""
+
+    line: int  # 1-based line of the comment
+    column: int  # 1-based column of the path in it
+    written: str  # the path as written
+    looked_for: str  # where it was looked for (relative to the kernel's folder)
+
+
+def missing_task(kernel_path: str, text: str) -> MissingTask | None:
+    """The ``# nki-task:`` comment of ``text`` when the file it names is not there (a typo says so)."""
+    m = _COMMENT.search(text)
+    if not m:
+        return None
+    folder = os.path.dirname(os.path.abspath(kernel_path))
+    cand = os.path.normpath(os.path.join(folder, m.group(1)))
+    if os.path.isfile(cand):
+        return None
+    line = text.count("\n", 0, m.start(1)) + 1
+    column = m.start(1) - (text.rfind("\n", 0, m.start(1)) + 1) + 1
+    return MissingTask(line, column, m.group(1), cand)
+
+
 def discover(kernel_path: str, text: str, task_map: dict[str, str], root: str | None) -> TaskRef | None:
     """The task of the kernel at ``kernel_path`` whose buffer is ``text``, or None."""
     folder = os.path.dirname(os.path.abspath(kernel_path))

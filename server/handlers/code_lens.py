@@ -26,9 +26,12 @@ def estimate_note(view: CostView | None) -> str:
     return f" · {view.estimate.summary()}" + (" (before your edits)" if view.stale else "")
 
 
-def title(run: RunResult | None, backend: str, view: CostView | None = None) -> str:
-    """The local lens: verdict (and the estimate, when ``view`` is given) then the Verify command."""
+def title(run: RunResult | None, backend: str, view: CostView | None = None, no_task: bool = False) -> str:
+    """The local lens: verdict (and the estimate, when ``view`` is given) then the Verify command; with
+    no task found and nothing run yet it says so plainly (saving has nothing to run against)."""
     note = estimate_note(view)
+    if run is None and no_task:
+        return "NKI: no task found — add `# nki-task: PATH` or a task.py beside this file to simulate on save"
     if run is None:
         return f"NKI: not verified{note} — Verify"
     res = run.result
@@ -70,10 +73,11 @@ def register(ls: NkiLanguageServer) -> None:
         view = ls.state.cost_view(snap)
         estimated = view.kernel_line([(k.name, k.line) for k in facts.kernels]) if view else None
         out = []
+        no_task = run is None and ls.state.task_of(snap) is None
         for k in facts.kernels:
             pl, pc = to_lsp(lines, k.line, 1)
             rng = T.Range(T.Position(pl, 0), T.Position(pl, pc))
-            text = title(run, ls.state.settings.compiler_backend, view if k.line == estimated else None)
+            text = title(run, ls.state.settings.compiler_backend, view if k.line == estimated else None, no_task)
             out.append(T.CodeLens(range=rng, command=T.Command(title=text, command=VERIFY, arguments=[snap.uri])))
             if remote is not None:
                 out.append(T.CodeLens(range=rng, command=T.Command(

@@ -79,3 +79,25 @@ def from_problem(p: Problem, source: str, default_path: str = "") -> Diagnostic:
     related = tuple(RelatedInfo(r.location.path, r.location.line, r.location.column, r.message) for r in p.related)
     sev = p.severity if p.severity in SEVERITIES else "error"
     return Diagnostic(p.code, sev, p.message, path, line, col, end_line, end_col, source, doc_url(p.code), related)
+
+
+def dedupe(tagged: list[tuple[str, int, Diagnostic]]) -> list[tuple[str, int, Diagnostic]]:
+    """One diagnostic per (id, path, range): two tiers reporting the same problem at the same place (the
+    static check and the simulator) are published once — the first in tier order, with the fixes of both."""
+    seen: dict[tuple[str, str, int, int, int, int], int] = {}
+    out: list[tuple[str, int, Diagnostic]] = []
+    for tier, k, d in tagged:
+        key = (d.code, d.path, d.line, d.column, d.end_line, d.end_column)
+        at = seen.get(key)
+        if at is None:
+            seen[key] = len(out)
+            out.append((tier, k, d))
+            continue
+        first = out[at][2]
+        extra = tuple(f for f in d.fixes if f.title not in {g.title for g in first.fixes})
+        if extra:
+            from dataclasses import replace
+
+            out[at] = (out[at][0], out[at][1], replace(first, fixes=first.fixes + extra))
+    return out
+

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types as T
 
 from ..diagnostics.cost_view import CostView, place
-from ..diagnostics.model import Diagnostic
+from ..diagnostics.model import Diagnostic, dedupe
 from ..toolchain.errors import doc_url
 from ..toolchain.protocol import SimulateResult
 from ..toolchain.task_discovery import missing_task
@@ -252,7 +252,10 @@ class ServerState:
             differ = analysis.disagreement(local, remote, snap, remote.result.runner)
             if differ is not None:
                 out.append(("remote", len(remote.diagnostics), differ))
-        return snap, out
+        # the local tiers (static, simulate, verify) publish one diagnostic per problem; the runner's own stay
+        # (another machine's verdict, source nki-runner)
+        local_tiers = dedupe([t for t in out if t[0] != "remote"])
+        return snap, local_tiers + [t for t in out if t[0] == "remote"]
 
     def path_to_uri(self, uri: str, path: str) -> str | None:
         if not path:

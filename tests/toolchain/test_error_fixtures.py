@@ -20,7 +20,7 @@ EXPECT = re.compile(r"#\s*expect:\s*([a-z0-9_]+)")
 # sim_runner_disagrees compares two verifications (tests/server/test_runner_disagreement.py).
 NOT_A_KERNEL_ERROR = {"sim_timeout", "sim_memory_limit", "sim_worker_crash", "sim_bad_input", "sim_task_error",
                       "sim_unsupported_api", "sim_uninitialized_read", "sim_invalid_argument", "sim_wrong_result", "sim_cancelled",
-                      "sim_sandbox_violation", "sim_runner_disagrees"} | {
+                      "sim_sandbox_violation", "sim_runner_disagrees", "sim_task_not_found"} | {  # task_not_found: tests/server
                           c for c in SIMULATOR if c.startswith("runner_")}  # the device backend's (tests/runner)
 
 

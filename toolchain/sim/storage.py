@@ -8,6 +8,8 @@ simulator's own modules see storages: kernel code holds ``tensor.Tensor`` handle
 
 from __future__ import annotations
 
+import ast
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -75,14 +77,15 @@ def new_storage(shape: Any, dtype: Any, buffer: Any = None, name: str = "", fill
     if par_axis is not None:
         p_axis = par_axis
     site = caller_location()
+    shown = name or assigned_name(site)  # the user's variable in messages, not 'tensor'
     if buf.is_on_chip:
         if len(shp) < 2:
             raise NkiError("sim_invalid_argument",
-                           f"Insufficient rank: on-chip tensor '{name or 'tensor'}' of shape {list(shp)} must be "
+                           f"Insufficient rank: on-chip tensor '{shown}' of shape {list(shp)} must be "
                            "at least 2-D (partition dim first), e.g. (128, 1)", site)
         if shp[p_axis] > sim.target.pmax:
             raise NkiError("err_num_partition_exceed_arch_limit",
-                           f"number of partitions {shp[p_axis]} of tensor '{name or 'tensor'}' {list(shp)} exceed "
+                           f"number of partitions {shp[p_axis]} of tensor '{shown}' {list(shp)} exceed "
                            f"architecture limitation of {sim.target.pmax}.", site)
         if fill is not None and sim.generation == runtime.CLASSIC and buf.params and buf.params[0] == "mod_alloc":
             raise NkiError("err_tensor_creation_on_scratchpad_with_init_value_not_supported",
@@ -91,7 +94,7 @@ def new_storage(shape: Any, dtype: Any, buffer: Any = None, name: str = "", fill
             free_bytes = int(np.prod(shp[p_axis + 1:], dtype=np.int64)) * dt.itemsize
             if free_bytes > sim.target.psum_bank_bytes:
                 raise NkiError("sim_psum_bank_overflow",
-                               f"PSUM tile '{name or 'tensor'}' {list(shp)} needs {free_bytes} bytes per partition; a "
+                               f"PSUM tile '{shown}' {list(shp)} needs {free_bytes} bytes per partition; a "
                                f"PSUM tile must fit one {sim.target.psum_bank_bytes}-byte bank "
                                f"(tile_size.psum_fmax = 512 fp32)", site)
     elif fill is not None:
@@ -116,10 +119,10 @@ def new_storage(shape: Any, dtype: Any, buffer: Any = None, name: str = "", fill
         existing = sim.shared.get(key + (n,))
         if existing is not None and existing.shape == shp and existing.array.dtype == dt:
             return existing  # type: ignore[no-any-return]
-        st = Storage(arr, buf, name or "tensor", site, p_axis)
+        st = Storage(arr, buf, shown, site, p_axis)
         sim.shared[key + (n,)] = st
     else:
-        st = Storage(arr, buf, name or "tensor", site, p_axis)
+        st = Storage(arr, buf, shown, site, p_axis)
     if fill is not None or initial is not None:
         st.written = True
     else:
@@ -130,6 +133,28 @@ def new_storage(shape: Any, dtype: Any, buffer: Any = None, name: str = "", fill
         st.interval = sim.memory.allocate(st, buf.kind, free_bytes, sim.instructions)
     sim.record(site, name or "", shp, dtypes.name(dt), buf.label)
     return st
+
+
+def assigned_name(site: SourceLocation | None) -> str:
+    """The name a new tensor is assigned to (``acc = nl.zeros(...)`` → "acc"), for messages when the
+    kernel gave no ``name=``; "tensor" when the allocation is not a plain assignment to one name."""
+    if site is None:
+        return "tensor"
+    return _assigned_name(site.path, site.line, site.column)
+
+
+@lru_cache(maxsize=4096)
+def _assigned_name(path: str, line: int, column: int) -> str:
+    from ..location import ast_context
+
+    for node in ast_context(SourceLocation(path, line, column))[:4]:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            return node.targets[0].id
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            return node.target.id
+        if isinstance(node, (ast.stmt,)):
+            break
+    return "tensor"
 
 
 def _check_shared_hbm_scope(sim: runtime.Simulation, site: SourceLocation | None) -> None:

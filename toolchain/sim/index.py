@@ -13,7 +13,26 @@ from typing import Any
 import numpy as np
 
 from ..errors import NkiError
-from ..location import caller_location
+from ..location import ast_context, caller_location
+
+
+def _truth_error() -> NkiError:
+    """``bool()`` of an index expression: ``and``/``or``/``not`` combining mask conditions gets its own
+    diagnosis (use ``&``/``|``/``~``); anything else is control flow on ``nl.arange``."""
+    import ast
+
+    loc = caller_location()
+    for node in (ast_context(loc) if loc else [])[:4]:
+        if isinstance(node, ast.BoolOp) or (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not)):
+            word = "not" if isinstance(node, ast.UnaryOp) else ("and" if isinstance(node.op, ast.And) else "or")
+            symbol = {"and": "&", "or": "|", "not": "~"}[word]
+            return NkiError("err_control_flow_condition_depending_on_arange",
+                            f"`{word}` on nl.arange conditions (e.g. inside mask=): use `{symbol}` — Python's "
+                            f"`{word}` needs a single truth value; combine element-wise, e.g. (i < n) {symbol} (j < m)"
+                            if word != "not" else "`not` on nl.arange conditions (e.g. inside mask=): use `~`",
+                            loc)
+    return NkiError("err_control_flow_condition_depending_on_arange",
+                    "Control-flow depending on `nl.arange` or `nl.mgrid` is not supported; use mask= instead", loc)
 
 
 def _val(x: Any) -> Any:
@@ -55,9 +74,7 @@ class Mask:
         return Mask(np.logical_not(self.values))
 
     def __bool__(self) -> bool:
-        raise NkiError("err_control_flow_condition_depending_on_arange",
-                       "Control-flow depending on `nl.arange` or `nl.mgrid` is not supported; use mask= instead",
-                       caller_location())
+        raise _truth_error()
 
 
 class Index:
@@ -94,9 +111,7 @@ class Index:
                        caller_location())
 
     def __bool__(self) -> bool:
-        raise NkiError("err_control_flow_condition_depending_on_arange",
-                       "Control-flow depending on `nl.arange` or `nl.mgrid` is not supported; use mask= instead",
-                       caller_location())
+        raise _truth_error()
 
     def __index__(self) -> int:
         raise NkiError("err_control_flow_condition_depending_on_arange",

@@ -16,6 +16,12 @@ CODE = "err_ambiguous_tensor_truth_value"
 def check(event: Event, ctx: object) -> list[Finding]:
     where, value = event.facts["where"], event.facts["value"]
     if isinstance(value, IndexV):
+        if where in ("and", "or", "not"):  # a mask combined with Python's and/or/not
+            symbol = {"and": "&", "or": "|", "not": "~"}[where]
+            fixes = _bool_op_fix(event.node, ctx) if isinstance(event.node, ast.BoolOp) else []
+            return [Finding("err_control_flow_condition_depending_on_arange",
+                            f"`{where}` on nl.arange conditions (e.g. inside mask=): use `{symbol}` — Python's "
+                            f"`{where}` needs a single truth value", event.node, fixes=fixes)]
         return [Finding("err_control_flow_condition_depending_on_arange",
                         "Python control flow cannot depend on nl.arange/nl.mgrid values; use mask= instead", event.node)]
     if not isinstance(value, TileV):

@@ -20,6 +20,7 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Union
 
@@ -91,14 +92,20 @@ def effective_constants(target: str, overrides: dict[str, dict[str, float]] | No
         return constants_for(name).with_values({k: float(v) for k, v in values.items() if k in FREE},
                                                source=f"user {calibration_filename(name)}")
     for source in (name, "trn1"):  # no published trn2/trn3 measurements: trn1's fitted free constants
-        try:
-            cal = load_calibration(source, [PACKAGED])
-        except CalibrationError:
-            cal = None
+        cal = _packaged(source)
         if cal is not None:
             return constants_for(name).with_values(cal.constants.free_values(),
                                                    source=f"packaged {calibration_filename(source)}")
     return constants_for(name)
+
+
+@lru_cache(maxsize=None)
+def _packaged(target: str) -> Calibration | None:
+    """The calibration shipped with the package (read once per process; a broken one is None)."""
+    try:
+        return load_calibration(target, [PACKAGED])
+    except CalibrationError:
+        return None
 
 
 def user_overrides() -> dict[str, dict[str, float]]:

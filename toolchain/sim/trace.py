@@ -103,7 +103,7 @@ class Tracer:
     """Builds the ``Trace`` of one launch from the simulator's hooks."""
 
     __slots__ = ("trace", "depth", "api", "attrs", "line", "reads", "writes", "stack", "instance", "_loop_ids",
-                 "_bases", "_next_serial")
+                 "_bases")
 
     def __init__(self, limit: int = DEFAULT_LIMIT, arithmetic: bool = True) -> None:
         self.trace = Trace(limit=limit, arithmetic=arithmetic)
@@ -117,12 +117,14 @@ class Tracer:
         self.instance = 0
         self._loop_ids: dict[tuple[int | None, int, str], int] = {}
         self._bases: dict[int, int] = {}  # storage serial -> address of its array
-        self._next_serial = 0
 
     # -- storages -----------------------------------------------------------------------------------
-    def serial(self) -> int:
-        self._next_serial += 1
-        return self._next_serial
+    def _base(self, serial: int, array: Any) -> int:
+        """Address of a storage's array (looked up once per storage: NumPy builds the interface dict)."""
+        base = self._bases.get(serial)
+        if base is None:
+            base = self._bases[serial] = array.__array_interface__["data"][0]
+        return base
 
     # -- instructions -------------------------------------------------------------------------------
     def begin(self, api: str, line: int, attrs: dict[str, Any] | None = None) -> None:
@@ -183,11 +185,7 @@ class Tracer:
             size = arr.size
             run = size * item if arr.flags.c_contiguous else _run(arr, item)
         elif view.coords is None and arr.size:
-            serial = st.serial
-            base = self._bases.get(serial)
-            if base is None:
-                base = self._bases[serial] = full.__array_interface__["data"][0]
-            start = arr.__array_interface__["data"][0] - base
+            start = arr.__array_interface__["data"][0] - self._base(st.serial, full)
             lo = hi = start
             for n, s in zip(arr.shape, arr.strides):
                 if s >= 0:
@@ -223,11 +221,7 @@ class Tracer:
         assert coords is not None
         if not arr.size or not coords:
             return 0, full.nbytes, item
-        serial = view.storage.serial
-        base = self._bases.get(serial)
-        if base is None:
-            base = self._bases[serial] = full.__array_interface__["data"][0]
-        lo = hi = arr.__array_interface__["data"][0] - base
+        lo = hi = arr.__array_interface__["data"][0] - self._base(view.storage.serial, full)
         last = len(view.shape) - 1
         run = item
         for d, (c, stride) in enumerate(zip(coords, arr.strides)):

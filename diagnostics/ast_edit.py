@@ -142,12 +142,13 @@ def segment(text: str, lines: list[str], node: ast.AST) -> str:
     return seg if "\n" not in seg else f"({' '.join(seg.split())})"
 
 
-def own_lines(lines: list[str], stmt: ast.stmt) -> bool:
-    """The statement fills its lines: nothing before it but spaces, nothing after it but a comment, no tab
-    indentation, no multi-line string inside (so its lines can be moved or re-indented as text)."""
+def own_lines(lines: list[str], stmt: ast.stmt, tabs: bool = False) -> bool:
+    """The statement fills its lines: nothing before it but spaces (or tabs, with ``tabs``: for a rewrite
+    that indents in the file's own unit), nothing after it but a comment, no multi-line string inside (so
+    its lines can be moved or re-indented as text)."""
     head = line_bytes(lines, stmt.lineno)[: stmt.col_offset]
     tail = line_bytes(lines, stmt.end_lineno or stmt.lineno)[stmt.end_col_offset or 0:].strip()
-    if head.strip() or b"\t" in head or (tail and not tail.startswith(b"#")):
+    if head.strip() or (b"\t" in head and not tabs) or (tail and not tail.startswith(b"#")):
         return False
     return not any(isinstance(n, ast.Constant) and isinstance(n.value, (str, bytes)) and n.end_lineno != n.lineno
                    for n in ast.walk(stmt))

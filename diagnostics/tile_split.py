@@ -442,10 +442,12 @@ def _closed(an: _Analysis, stmts: list[ast.stmt], b: _Block) -> bool:
 def _rewrite(an: _Analysis, text: str, stmts: list[ast.stmt], b: _Block, rows: int) -> tuple[Span, str] | None:
     lines = text.split("\n")
     first, last = stmts[0], stmts[-1]
-    if last.end_lineno is None or not all(ed.own_lines(lines, s) for s in stmts):
+    if last.end_lineno is None or not all(ed.own_lines(lines, s, tabs=True) for s in stmts):
         return None
     taken = set(an.taken)
     loop, size = ed.fresh("i", taken), ed.fresh("rows", taken)
+    lead = lines[first.lineno - 1][:len(lines[first.lineno - 1]) - len(lines[first.lineno - 1].lstrip())]
+    unit = indent_unit(lines, an.fn)
     full, rem = divmod(rows, PMAX)
     nl = ed.alias_of(an.aliases, "language")
     tail: list[str] = []
@@ -458,14 +460,28 @@ def _rewrite(an: _Analysis, text: str, stmts: list[ast.stmt], b: _Block, rows: i
             tail = _copy(an, text, lines, stmts, b, _tail_bounds(full * PMAX, rows), str(rem))
     elif rem:  # new API: Python loop indices, the last tile is clamped with min()
         head = [f"for {loop} in range({full + 1}):",
-                f"{' ' * (first.col_offset + 4)}{size} = min({PMAX}, {rows} - {loop} * {PMAX})"]
+                f"{lead}{unit}{size} = min({PMAX}, {rows} - {loop} * {PMAX})"]
         body = _copy(an, text, lines, stmts, b, _loop_bounds(loop, f"{loop} * {PMAX} + {size}"), size)
     else:
         head = [f"for {loop} in range({full}):"]
         body = _copy(an, text, lines, stmts, b, _loop_bounds(loop, f"({loop} + 1) * {PMAX}"), str(PMAX))
-    out = head + [("    " + x) if x.strip() else "" for x in body] + [x if x.strip() else "" for x in tail]
+    # one level deeper in the file's own indentation (a continuation line is shifted by the same unit)
+    out = head + [(lead + unit + x[len(lead):] if x.startswith(lead) else unit + x) if x.strip() else ""
+                  for x in body] + [x if x.strip() else "" for x in tail]
     span = Span(first.lineno, first.col_offset, last.end_lineno, len(ed.line_bytes(lines, last.end_lineno)))
     return span, "\n".join(out)
+
+
+def indent_unit(lines: list[str], fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    """One level of the file's indentation, as the kernel writes it: the text between the ``def``'s
+    indentation and its first body line's (a tab, two spaces, ...); four spaces when that says nothing."""
+    def_line = lines[fn.lineno - 1] if 0 < fn.lineno <= len(lines) else ""
+    first = fn.body[0].lineno if fn.body else 0
+    body_line = lines[first - 1] if first != fn.lineno and 0 < first <= len(lines) else ""
+    outer = def_line[:len(def_line) - len(def_line.lstrip())]
+    inner = body_line[:len(body_line) - len(body_line.lstrip())]
+    step = inner[len(outer):] if inner.startswith(outer) else ""
+    return step if step and not step.strip() else "    "
 
 
 def _copy(an: _Analysis, text: str, lines: list[str], stmts: list[ast.stmt], b: _Block, bounds: Bounds,

@@ -8,10 +8,14 @@ of the function; this module owns the caches and places the diagnostics in the f
 crashes costs one informational diagnostic, never the others. A cold check of a large file shares its
 work with a helper process when one is running (``parallel.py``; same result, two cores).
 
-A function's diagnostics depend only on its own text and on the file's context (imports, constants,
-column-0 ``NAME = "string"`` lines, settings), so they are cached by exactly that, position-independent:
-while the user types, only the function being edited is parsed and analysed again, and a check after
-any sequence of edits equals a check from scratch (``tests/diagnostics/test_static_incremental.py``).
+A function's diagnostics depend only on its own text, the settings, the file's API generation, its
+column-0 ``NAME = "string"`` lines, and the module-level bindings (imports, integer constants) its
+analysis looked up, which it records (``reads.py``). Results are cached by exactly that,
+position-independent: while the user types, only the function being edited is parsed and analysed
+again; a module-level edit (a constant, an import, a helper) re-analyses only the functions that read a
+binding it changed (and the new function itself); and a check after any sequence of edits equals a
+check from scratch (``tests/diagnostics/test_static_incremental.py``,
+``tests/diagnostics/test_static_module_edits.py``).
 """
 
 from __future__ import annotations
@@ -34,8 +38,9 @@ from .analyse import (
     module_info,
     shift,
 )
+from .reads import Now, Reads
 from .rules import classic_on_new_sdk
-from .source import SourceInfo, layout
+from .source import layout
 
 __all__ = ["KERNEL_DECORATORS", "SOURCE", "FunctionContext", "Settings", "check_text", "clear_caches", "dotted_name",
            "module_info"]
@@ -80,20 +85,22 @@ def _check_text(path: str, text: str | bytes, settings: Settings | None = None) 
     info = found.info
     if not info.generation:
         return []
-    results = _results_for(_context_key(info, settings) + (module_text,))
+    results = _results_for(_context_key(info.generation, settings, module_text))
+    now = Now.of(info.aliases, info.constants)
     if size >= parallel.MIN_CHARS and parallel.active():
-        _analyse_in_parallel(found.units, info, settings, module_text, results)
+        _analyse_in_parallel(found.units, now, settings, module_text, results)
     out: list[Diagnostic] = []
     failed: list[str] = []
     for unit in found.units:
-        cached = results.get(unit.text)
+        cached = _lookup(results, unit.text, now)
         if cached is None:
             crashed: list[str] = []
-            cached = check_unit(unit, info, settings, module_text, crashed)
+            reads: list[Reads] = []
+            cached = check_unit(unit, info, settings, module_text, crashed, reads)
             if crashed:
                 failed.extend(crashed)
-            else:
-                _remember(results, unit.text, cached)
+            elif reads:
+                _remember(results, unit.text, reads[0], cached)
         if cached:
             out.extend(shift(d, unit.start_line - 1, path) for d in cached)
     lines = decoded.split("\n") if settings.sdk_generation else []
@@ -107,12 +114,16 @@ def _check_text(path: str, text: str | bytes, settings: Settings | None = None) 
 
 
 # Per-function results, position-independent (lines relative to the function's first line): while the
-# user types, only the function being edited is analysed again. Keyed by everything the analysis reads:
-# the context (imports, constants, settings, module-level assignments) and then the function's text.
-_RESULTS: dict[tuple[Any, ...], dict[str, list[Diagnostic]]] = {}  # in least-recently-used order
+# user types, only the function being edited is analysed again. Keyed by what the analysis reads: the
+# context (settings, API generation, module-level string assignments), then the function's text, then
+# the module-level bindings its analysis looked up (each entry's ``Reads``, checked against the file's
+# current bindings: an edit elsewhere at module level leaves the entry valid).
+_Entry = tuple[Reads, list[Diagnostic]]
+_RESULTS: dict[tuple[Any, ...], dict[str, list[_Entry]]] = {}  # in least-recently-used order
 _RESULTS_LOCK = threading.Lock()  # checks run in a thread pool
 _RESULTS_MAX = 2048  # functions per context; a kernel file has tens
-_CONTEXTS_MAX = 16  # contexts kept at once: open files x settings, and a few recent import/constant edits
+_ENTRIES_MAX = 4  # results kept per function text (under different bindings: a constant edited and undone)
+_CONTEXTS_MAX = 16  # contexts kept at once: open files x settings, and a few recent generation/target edits
 # column-0 `NAME = "text"` lines: the part of the file outside a function that a rule may read (a task's
 # TARGET = "trn3"); matched after a "\n" (a literal prefix scans ~10x faster than "^")
 _MODULE_ASSIGN = re.compile(r"\n([A-Za-z_]\w*[ \t]*=[ \t]*[rRbBuUfF]{0,2}[\"'][^\n]*)")
@@ -125,7 +136,7 @@ def clear_caches() -> None:
     source.clear_cache()
 
 
-def _results_for(context: tuple[Any, ...]) -> dict[str, list[Diagnostic]]:
+def _results_for(context: tuple[Any, ...]) -> dict[str, list[_Entry]]:
     """The results of one context, the least recently used context making room."""
     with _RESULTS_LOCK:
         results = _RESULTS.pop(context, None)
@@ -137,16 +148,25 @@ def _results_for(context: tuple[Any, ...]) -> dict[str, list[Diagnostic]]:
         return results
 
 
-def _remember(results: dict[str, list[Diagnostic]], key: str, value: list[Diagnostic]) -> None:
-    if len(results) >= _RESULTS_MAX:
+def _lookup(results: dict[str, list[_Entry]], text: str, now: Now) -> list[Diagnostic] | None:
+    """The cached diagnostics of the function ``text`` whose reads hold under the bindings ``now``."""
+    for reads, diags in results.get(text, ()):
+        if reads.hold(now):
+            return diags
+    return None
+
+
+def _remember(results: dict[str, list[_Entry]], key: str, reads: Reads, value: list[Diagnostic]) -> None:
+    old = results.get(key)
+    if old is None and len(results) >= _RESULTS_MAX:
         results.clear()
-    results[key] = value
+    # a new list, never an update in place: another check thread may be iterating the old one
+    results[key] = [(reads, value)] + [e for e in old or () if e[0] != reads][:_ENTRIES_MAX - 1]
 
 
-def _context_key(info: SourceInfo, settings: Settings) -> tuple[Any, ...]:
+def _context_key(generation: str, settings: Settings, module_text: str) -> tuple[Any, ...]:
     shapes = tuple(sorted((k, tuple(sorted(v.items()))) for k, v in settings.input_shapes.items()))
-    return (tuple(sorted(info.aliases.items())), tuple(sorted(info.constants.items())), info.generation,
-            settings.target, settings.sdk_generation, shapes)
+    return (generation, settings.target, settings.sdk_generation, shapes, module_text)
 
 
 def _warm_in_parallel(text: str, settings: Settings, module_text: str) -> None:
@@ -157,20 +177,23 @@ def _warm_in_parallel(text: str, settings: Settings, module_text: str) -> None:
     guess = parallel.info_of(ops)
     if not guess.generation:
         return
-    results = _results_for(_context_key(guess, settings) + (module_text,))
-    _share(*parallel.split(text, results), ops, settings, module_text, results, chunks=True)
+    results = _results_for(_context_key(guess.generation, settings, module_text))
+    now = Now.of(guess.aliases, guess.constants)
+    mine, theirs = parallel.split(text, lambda t: _lookup(results, t, now) is not None)
+    _share(mine, theirs, ops, settings, module_text, results, chunks=True)
 
 
-def _analyse_in_parallel(units: list[source.Unit], info: SourceInfo, settings: Settings, module_text: str,
-                         results: dict[str, list[Diagnostic]]) -> None:
-    """Share the analysis of many functions with the helper (after an import edit changed the context)."""
-    todo = [u.text for u in units if u.text not in results and u.text[:1] not in (" ", "\t", "\f")]
+def _analyse_in_parallel(units: list[source.Unit], now: Now, settings: Settings, module_text: str,
+                         results: dict[str, list[_Entry]]) -> None:
+    """Share the analysis of many functions with the helper (after an edit changed what they read)."""
+    todo = [u.text for u in units if u.text[:1] not in (" ", "\t", "\f") and _lookup(results, u.text, now) is None]
     if sum(map(len, todo)) >= parallel.MIN_CHARS:
-        _share(*parallel.halve(todo), parallel.ops_of(info), settings, module_text, results, chunks=False)
+        ops = parallel.ops_of(now.aliases, now.constants)
+        _share(*parallel.halve(todo), ops, settings, module_text, results, chunks=False)
 
 
 def _share(mine: list[str], theirs: list[str], ops: list[source.Op], settings: Settings, module_text: str,
-           results: dict[str, list[Diagnostic]], chunks: bool) -> None:
+           results: dict[str, list[_Entry]], chunks: bool) -> None:
     """``parallel.warm`` on ``mine`` here and on ``theirs`` in the helper; both halves go into the caches
     (chunk facts only when the texts are the file's chunks, not function texts)."""
     job = parallel.submit(theirs, ops, settings, module_text) if theirs else None
@@ -185,12 +208,12 @@ def _share(mine: list[str], theirs: list[str], ops: list[source.Op], settings: S
         _store(reply[0] if chunks else [], reply[1], results)
 
 
-def _store(chunks: list[tuple[str, source.Chunk]], found: list[tuple[str, list[Diagnostic]]],
-           results: dict[str, list[Diagnostic]]) -> None:
+def _store(chunks: list[tuple[str, source.Chunk]], found: list[tuple[str, Reads, list[Diagnostic]]],
+           results: dict[str, list[_Entry]]) -> None:
     for text, chunk in chunks:
         source.remember_chunk(text, chunk)
-    for text, diags in found:
-        _remember(results, text, diags)
+    for text, reads, diags in found:
+        _remember(results, text, reads, diags)
 
 
 def _dedupe(diags: list[Diagnostic]) -> list[Diagnostic]:

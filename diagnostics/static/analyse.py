@@ -1,9 +1,12 @@
 """Static analysis of one function: parse it if needed, interpret it abstractly, run the rules on the
 events, and place their findings as diagnostics whose lines are relative to the function's first line.
 
-Everything here depends only on the function's text and the file's context (imports, constants, the
-column-0 ``NAME = "string"`` lines, settings), which is what lets ``check_text`` cache results per
-function and lets a helper process analyse part of a file (``parallel.py``).
+Everything here depends only on the function's text, the settings, the file's API generation, its
+column-0 ``NAME = "string"`` lines, and the module-level bindings (imports, integer constants) it looks
+up — which the analysis sees through ``reads.Recording`` dicts, so the caller learns exactly which
+bindings a result depends on (``reads.Reads``). That is what lets ``check_text`` cache results per
+function, reuse them after module-level edits that touch none of those bindings, and lets a helper
+process analyse part of a file (``parallel.py``).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from . import rules as rules_pkg
 from . import source
 from .finding import Finding
 from .interp import Context, Event, Interpreter
+from .reads import Reads, Recording
 from .source import SourceInfo, Unit
 
 SOURCE = "nki-check"
@@ -86,8 +90,9 @@ def shift(d: Diagnostic, delta: int, path: str | None = None) -> Diagnostic:
 
 
 def check_unit(unit: Unit, info: SourceInfo, settings: Settings, module_text: str,
-                failed: list[str]) -> list[Diagnostic]:
-    """Diagnostics of one function, lines relative to its first line.
+               failed: list[str], reads: list[Reads] | None = None) -> list[Diagnostic]:
+    """Diagnostics of one function, lines relative to its first line; ``reads`` (if given) receives what
+    the analysis read of ``info``'s imports and constants.
 
     A column-0 function is parsed on its own; an indented one (a method, a nested function) inside an
     ``if 1:`` line, so that its columns, and the indentation of multi-line fixes, are the file's."""
@@ -101,17 +106,32 @@ def check_unit(unit: Unit, info: SourceInfo, settings: Settings, module_text: st
             body = body[0].body if body and isinstance(body[0], ast.If) else []
         node = next((n for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
         if node is None:
+            if reads is not None:
+                reads.append(Reads((), ()))  # nothing to analyse: nothing read
             return []
-    found = run(node, parsed, info, settings, module_text, failed)
+    found = run(node, parsed, info, settings, module_text, failed, reads)
     return [shift(d, -1) for d in found] if indented else found
 
 
 def run(node: ast.FunctionDef | ast.AsyncFunctionDef, text: str, info: SourceInfo, settings: Settings,
-         module_text: str, failed: list[str]) -> list[Diagnostic]:
+        module_text: str, failed: list[str], reads: list[Reads] | None = None) -> list[Diagnostic]:
     decorators = [dotted_name(d) for d in node.decorator_list]
     is_kernel = any(d.split(".")[-1] in KERNEL_DECORATORS for d in decorators)
+    # the file's bindings, through dicts that note what this analysis reads of them (for the caller's cache)
+    aliases: Recording[str] = Recording(info.aliases)
+    constants: Recording[int] = Recording(info.constants)
+    try:
+        return _run(node, text, info, settings, module_text, failed, aliases, constants, is_kernel)
+    finally:
+        if reads is not None:
+            reads.append(Reads.of(aliases, constants))
+
+
+def _run(node: ast.FunctionDef | ast.AsyncFunctionDef, text: str, info: SourceInfo, settings: Settings,
+         module_text: str, failed: list[str], aliases: dict[str, str], constants: dict[str, int],
+         is_kernel: bool) -> list[Diagnostic]:
     # rules see the function's text (node positions refer to it), then the module-level assignments
-    ctx = FunctionContext(aliases=info.aliases, constants=info.constants, generation=info.generation,
+    ctx = FunctionContext(aliases=aliases, constants=constants, generation=info.generation,
                           is_kernel=is_kernel, text=text + "\n" + module_text, target=settings.target, root=node,
                           param_shapes=dict(settings.input_shapes.get(node.name, {})))
     findings: list[Finding] = []

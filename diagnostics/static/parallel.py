@@ -1,19 +1,22 @@
 """Cold checks of large files on two cores: a helper process analyses half of a file's new functions.
 
-``check_text`` caches chunk parses (``source``) and per-function results (by context and function text),
+``check_text`` caches chunk parses (``source``) and per-function results (by context, function text and
+the module-level bindings the analysis read),
 so a check that finds everything cached costs a couple of milliseconds. When much of a file is new (the
 first check of a file, or an import edit that changes every function's context), ``split`` picks the
 chunks that need work and halves them by size; the helper process parses and analyses the second half
 while this process does the first (``warm``: the same code on both sides), and the helper's chunk facts
 and results are put into this process's caches. A context change (an import edit) that leaves many
-cached chunks' functions to analyse again is shared the same way, under the real context. Then the ordinary check runs and finds them there: it
+cached chunks' functions to analyse again (a changed generation or target, or a constant many kernels
+read) is shared the same way, under the real context. Then the ordinary check runs and finds them there: it
 still decides everything (layout, context, merges of chunks that do not parse alone), so the result is
 exactly a sequential check's (``tests/diagnostics/test_static_parallel.py``).
 
 The halves are analysed under a guessed context: the imports and integer constants found on column-0
-lines (``guess_ops``). Where the real context differs (say an import written at column 0 inside a
-docstring), the warmed results sit under a key nobody asks for and the ordinary check computes its own:
-slower, never different.
+lines (``guess_ops``). Each warmed result carries what its analysis read (``reads.Reads``), and the
+ordinary check reuses it only if those reads hold under the real bindings; where the real context
+differs (say an import written at column 0 inside a docstring) in something a function read, it
+computes its own: slower, never different.
 
 The helper is opt-in (``enable()``: the language server and the benchmark; a one-shot CLI run would
 pay more to start it than it saves), starts in the background, is used only once it says it is ready,
@@ -29,10 +32,12 @@ import subprocess
 import sys
 import threading
 from multiprocessing.connection import Connection
+from collections.abc import Callable
 from typing import Any
 
 from ..model import Diagnostic
 from . import analyse, source
+from .reads import Reads
 from .source import Chunk, Op, SourceInfo
 
 MIN_CHARS = 12_000  # below ~300 lines of new code a round trip to the helper costs more than it saves
@@ -42,7 +47,8 @@ ENV_SWITCH = "NKI_AGENT_CHECK_HELPER"  # "0" turns the helper off (one core, or 
 # a column-0 import, or NAME = <digit...>: the module-level facts the context is made of (after a "\n")
 _TOP_FACT = re.compile(r"\n((?:import|from)[ \t][^\n]*|[A-Za-z_]\w*[ \t]*=[ \t]*[0-9][^\n]*)")
 
-Warmed = tuple[list[tuple[str, Chunk]], list[tuple[str, list[Diagnostic]]]]
+# (chunk text, its facts) and (function text, what its analysis read, its diagnostics)
+Warmed = tuple[list[tuple[str, Chunk]], list[tuple[str, Reads, list[Diagnostic]]]]
 
 
 def guess_ops(text: str) -> list[Op]:
@@ -77,14 +83,15 @@ def new_chars(text: str) -> int:
     return sum(b - a for a, b in zip(offsets, offsets[1:] + [len(text)]) if source.cached_chunk(text[a:b]) is None)
 
 
-def split(text: str, cached_results: dict[str, list[Diagnostic]]) -> tuple[list[str], list[str]]:
-    """Chunks of ``text`` that need work (a parse, or an analysis under this context), halved by size."""
+def split(text: str, analysed: Callable[[str], bool]) -> tuple[list[str], list[str]]:
+    """Chunks of ``text`` that need work (a parse, or an analysis of a function ``analysed`` does not know
+    under this context), halved by size."""
     offsets = source.cut_offsets(text)
     todo = []
     for a, b in zip(offsets, offsets[1:] + [len(text)]):
         piece = text[a:b]
         known = source.cached_chunk(piece)
-        if known is None or (known.ok and any(piece[s:e] not in cached_results for _, s, e in known.functions)):
+        if known is None or (known.ok and any(not analysed(piece[s:e]) for _, s, e in known.functions)):
             todo.append(piece)
     return halve(todo)
 
@@ -99,16 +106,16 @@ def halve(texts: list[str]) -> tuple[list[str], list[str]]:
     return texts, []
 
 
-def ops_of(info: SourceInfo) -> list[Op]:
-    """Ops that rebuild ``info``'s aliases and constants, in the same order (``info_of(ops_of(i))``)."""
-    return [("set", k, v) for k, v in info.aliases.items()] + [("const", k, v) for k, v in info.constants.items()]
+def ops_of(aliases: dict[str, str], constants: dict[str, int]) -> list[Op]:
+    """Ops that rebuild these aliases and constants, in the same order (``info_of(ops_of(...))``)."""
+    return [("set", k, v) for k, v in aliases.items()] + [("const", k, v) for k, v in constants.items()]
 
 
 def warm(pieces: list[str], ops: list[Op], settings: analyse.Settings, module_text: str) -> Warmed:
     """Parse ``pieces`` and analyse their functions under the context of ``ops`` (both processes)."""
     info = info_of(ops)
     chunks: list[tuple[str, Chunk]] = []
-    results: list[tuple[str, list[Diagnostic]]] = []
+    results: list[tuple[str, Reads, list[Diagnostic]]] = []
     for piece in pieces:
         chunk, nodes = source.parse_chunk(piece)
         chunks.append((piece, chunk))
@@ -116,9 +123,10 @@ def warm(pieces: list[str], ops: list[Op], settings: analyse.Settings, module_te
             continue  # merged with its neighbours by the ordinary check
         for unit in source.units_of(piece, chunk, nodes):
             failed: list[str] = []
-            found = analyse.check_unit(unit, info, settings, module_text, failed)
-            if not failed:  # a rule that crashed is reported by the ordinary check
-                results.append((unit.text, found))
+            reads: list[Reads] = []
+            found = analyse.check_unit(unit, info, settings, module_text, failed, reads)
+            if not failed and reads:  # a rule that crashed is reported by the ordinary check
+                results.append((unit.text, reads[0], found))
     return chunks, results
 
 

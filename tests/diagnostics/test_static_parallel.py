@@ -143,13 +143,26 @@ def test_guessed_context_matches_the_real_one_for_every_example() -> None:
             (real.aliases, real.constants, real.generation), path.name
 
 
-def test_an_import_edit_shares_the_reanalysis_with_the_helper(helper: parallel.Helper) -> None:
+def test_an_edit_every_function_depends_on_shares_the_reanalysis_with_the_helper(helper: parallel.Helper) -> None:
     text = big_file()
     check_text("k.py", text)  # every chunk and function known
-    edited = text.replace("import numpy as np\n", "import numpy as np\nimport math as m2\n", 1)
+    # importing the new API too makes the file "mixed": every function's context changes
+    edited = text.replace("import numpy as np\n", "import numpy as np\nimport nki.language as nl_new\n", 1)
     assert edited != text
     expected = sequential(edited)
     check_text("k.py", text)
     served = helper.served
     assert check_text("k.py", edited) == expected
     assert helper.served == served + 1, "the re-analysis under the new context did not use the helper"
+
+
+def test_an_unrelated_import_edit_reanalyses_nothing(helper: parallel.Helper) -> None:
+    text = big_file()
+    check_text("k.py", text)
+    edited = text.replace("import numpy as np\n", "import numpy as np\nimport math as m2\n", 1)
+    assert edited != text
+    expected = sequential(edited)
+    check_text("k.py", text)
+    served = helper.served
+    assert check_text("k.py", edited) == expected
+    assert helper.served == served, "no function reads m2: nothing to re-analyse, nothing to share"

@@ -85,8 +85,8 @@ def _check_text(path: str, text: str | bytes, settings: Settings | None = None) 
     info = found.info
     if not info.generation:
         return []
-    results = _results_for(_context_key(info.generation, settings, module_text))
-    now = Now.of(info.aliases, info.constants)
+    results = _results_for(_context_key(info.generation, settings))
+    now = Now.of(info.aliases, info.constants, module_text)
     if size >= parallel.MIN_CHARS and parallel.active():
         _analyse_in_parallel(found.units, now, settings, module_text, results)
     out: list[Diagnostic] = []
@@ -115,15 +115,15 @@ def _check_text(path: str, text: str | bytes, settings: Settings | None = None) 
 
 # Per-function results, position-independent (lines relative to the function's first line): while the
 # user types, only the function being edited is analysed again. Keyed by what the analysis reads: the
-# context (settings, API generation, module-level string assignments), then the function's text, then
-# the module-level bindings its analysis looked up (each entry's ``Reads``, checked against the file's
-# current bindings: an edit elsewhere at module level leaves the entry valid).
+# context (settings, API generation), then the function's text, then what its analysis read of the
+# module (each entry's ``Reads``: bindings looked up, the string lines if read), checked against the
+# file's current module level: an edit elsewhere at module level leaves the entry valid.
 _Entry = tuple[Reads, list[Diagnostic]]
 _RESULTS: dict[tuple[Any, ...], dict[str, list[_Entry]]] = {}  # in least-recently-used order
 _RESULTS_LOCK = threading.Lock()  # checks run in a thread pool
 _RESULTS_MAX = 2048  # functions per context; a kernel file has tens
 _ENTRIES_MAX = 4  # results kept per function text (under different bindings: a constant edited and undone)
-_CONTEXTS_MAX = 16  # contexts kept at once: open files x settings, and a few recent generation/target edits
+_CONTEXTS_MAX = 16  # contexts kept at once: settings x API generations
 # column-0 `NAME = "text"` lines: the part of the file outside a function that a rule may read (a task's
 # TARGET = "trn3"); matched after a "\n" (a literal prefix scans ~10x faster than "^")
 _MODULE_ASSIGN = re.compile(r"\n([A-Za-z_]\w*[ \t]*=[ \t]*[rRbBuUfF]{0,2}[\"'][^\n]*)")
@@ -164,9 +164,9 @@ def _remember(results: dict[str, list[_Entry]], key: str, reads: Reads, value: l
     results[key] = [(reads, value)] + [e for e in old or () if e[0] != reads][:_ENTRIES_MAX - 1]
 
 
-def _context_key(generation: str, settings: Settings, module_text: str) -> tuple[Any, ...]:
+def _context_key(generation: str, settings: Settings) -> tuple[Any, ...]:
     shapes = tuple(sorted((k, tuple(sorted(v.items()))) for k, v in settings.input_shapes.items()))
-    return (generation, settings.target, settings.sdk_generation, shapes, module_text)
+    return (generation, settings.target, settings.sdk_generation, shapes)
 
 
 def _warm_in_parallel(text: str, settings: Settings, module_text: str) -> None:
@@ -177,8 +177,8 @@ def _warm_in_parallel(text: str, settings: Settings, module_text: str) -> None:
     guess = parallel.info_of(ops)
     if not guess.generation:
         return
-    results = _results_for(_context_key(guess.generation, settings, module_text))
-    now = Now.of(guess.aliases, guess.constants)
+    results = _results_for(_context_key(guess.generation, settings))
+    now = Now.of(guess.aliases, guess.constants, module_text)
     mine, theirs = parallel.split(text, lambda t: _lookup(results, t, now) is not None)
     _share(mine, theirs, ops, settings, module_text, results, chunks=True)
 

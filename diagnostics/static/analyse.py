@@ -43,24 +43,43 @@ class Settings:
 class FunctionContext(Context):
     """Context of one function: adds source access for fixes.
 
-    ``text`` is the function's own source (``root``'s positions refer to it; a nested function's comes
-    after an ``if 1:`` line, so its columns are the file's), followed by the file's column-0
-    ``NAME = "string"`` lines (e.g. a task's ``TARGET = "trn3"``): the only module text a rule reads.
-    Everything else a rule knows about the file comes from ``aliases`` and ``constants``."""
+    ``text`` is the function's own source (``source``: ``root``'s positions refer to it; a nested
+    function's comes after an ``if 1:`` line, so its columns are the file's), followed by the file's
+    column-0 ``NAME = "string"`` lines (``module_text``, e.g. a task's ``TARGET = "trn3"``): the only
+    module text a rule reads. Reading ``text`` is noted (the result then depends on those lines);
+    ``segment`` and ``lines`` read only the function. Everything else a rule knows about the file comes
+    from ``aliases`` and ``constants``."""
 
-    text: str = ""
+    source: str = ""
+    module_text: str = ""
     target: str = "trn1"
     root: ast.AST | None = None
     _parents: dict[int, ast.AST] | None = None
     _lines: list[str] | None = None
+    _text: str | None = None
+    _module_read: list[bool] = field(default_factory=list)  # shared with copies (``dataclasses.replace``)
+
+    @property
+    def text(self) -> str:
+        if not self._module_read:
+            self._module_read.append(True)
+        if self._text is None:
+            self._text = self.source + "\n" + self.module_text
+        return self._text
+
+    @property
+    def module_read(self) -> bool:
+        """Whether anything read ``text`` (the module's string lines with it)."""
+        return bool(self._module_read)
 
     def segment(self, node: ast.AST) -> str | None:
-        return ast.get_source_segment(self.text, node)
+        return ast.get_source_segment(self.source, node)
 
     @property
     def lines(self) -> list[str]:
+        """The function's own lines (``source``)."""
         if self._lines is None:
-            self._lines = self.text.split("\n")
+            self._lines = self.source.split("\n")
         return self._lines
 
     @property
@@ -120,20 +139,19 @@ def run(node: ast.FunctionDef | ast.AsyncFunctionDef, text: str, info: SourceInf
     # the file's bindings, through dicts that note what this analysis reads of them (for the caller's cache)
     aliases: Recording[str] = Recording(info.aliases)
     constants: Recording[int] = Recording(info.constants)
-    try:
-        return _run(node, text, info, settings, module_text, failed, aliases, constants, is_kernel)
-    finally:
-        if reads is not None:
-            reads.append(Reads.of(aliases, constants))
-
-
-def _run(node: ast.FunctionDef | ast.AsyncFunctionDef, text: str, info: SourceInfo, settings: Settings,
-         module_text: str, failed: list[str], aliases: dict[str, str], constants: dict[str, int],
-         is_kernel: bool) -> list[Diagnostic]:
     # rules see the function's text (node positions refer to it), then the module-level assignments
     ctx = FunctionContext(aliases=aliases, constants=constants, generation=info.generation,
-                          is_kernel=is_kernel, text=text + "\n" + module_text, target=settings.target, root=node,
-                          param_shapes=dict(settings.input_shapes.get(node.name, {})))
+                          is_kernel=is_kernel, source=text, module_text=module_text, target=settings.target,
+                          root=node, param_shapes=dict(settings.input_shapes.get(node.name, {})))
+    try:
+        return _run(node, text, ctx, failed)
+    finally:
+        if reads is not None:
+            reads.append(Reads.of(aliases, constants, module_text if ctx.module_read else None))
+
+
+def _run(node: ast.FunctionDef | ast.AsyncFunctionDef, text: str, ctx: FunctionContext,
+         failed: list[str]) -> list[Diagnostic]:
     findings: list[Finding] = []
 
     def emit(event: Event) -> None:
@@ -147,7 +165,7 @@ def _run(node: ast.FunctionDef | ast.AsyncFunctionDef, text: str, info: SourceIn
         Interpreter(ctx, emit).run(node)
     except RecursionError:
         return []
-    return [_place(ctx.lines, f) for f in findings]
+    return [_place(ctx.lines, f) for f in findings] if findings else []
 
 
 _BY_KIND: dict[str, list[Any]] = {}

@@ -1,9 +1,9 @@
-"""What one function's analysis read of its file's module-level bindings (imports and integer constants).
+"""What one function's analysis read of its file's module level: imports, integer constants, string lines.
 
-A function's diagnostics depend on its own text, the settings, the file's API generation, its
-column-0 ``NAME = "string"`` lines — and on the module-level bindings the analysis looks up: the
-imports its names resolve through (``nl`` -> ``neuronxcc.nki.language``) and the integer constants it
-reads (a tile size). ``Recording`` is the dict the analysis gets for ``aliases`` and ``constants``: it
+A function's diagnostics depend on its own text, the settings, the file's API generation — and on what
+the analysis reads of the module: the imports its names resolve through (``nl`` ->
+``neuronxcc.nki.language``), the integer constants it reads (a tile size), and, if a rule reads the
+context's ``text`` (a task's ``TARGET = "trn3"``), the file's column-0 ``NAME = "string"`` lines. ``Recording`` is the dict the analysis gets for ``aliases`` and ``constants``: it
 notes every key looked up, with the value it had (``None``: not bound), and notes "everything" as soon as
 anything reads the dict as a whole (iteration, ``len``, comparison, a copy) — so whatever the
 interpreter or a rule does with the context, what it could have seen is recorded. ``Reads`` is that
@@ -161,10 +161,11 @@ class Now:
     constants: dict[str, int]
     all_aliases: tuple[tuple[str, str], ...]  # in file order: a rule may depend on the order
     all_constants: tuple[tuple[str, int], ...]
+    module_text: str  # the column-0 ``NAME = "string"`` lines
 
     @staticmethod
-    def of(aliases: dict[str, str], constants: dict[str, int]) -> Now:
-        return Now(aliases, constants, tuple(aliases.items()), tuple(constants.items()))
+    def of(aliases: dict[str, str], constants: dict[str, int], module_text: str) -> Now:
+        return Now(aliases, constants, tuple(aliases.items()), tuple(constants.items()), module_text)
 
 
 @dataclass(frozen=True)
@@ -175,15 +176,18 @@ class Reads:
     constants: KeyReads
     whole_aliases: tuple[tuple[str, str], ...] = ()  # when ``aliases`` is None
     whole_constants: tuple[tuple[str, int], ...] = ()
+    module_text: str | None = None  # the string lines, if the analysis read them
 
     @staticmethod
-    def of(aliases: Recording[str], constants: Recording[int]) -> Reads:
+    def of(aliases: Recording[str], constants: Recording[int], module_text: str | None) -> Reads:
         a, c = aliases.recorded(), constants.recorded()
         return Reads(a, c, tuple(dict.items(aliases)) if a is None else (),
-                     tuple(dict.items(constants)) if c is None else ())
+                     tuple(dict.items(constants)) if c is None else (), module_text)
 
     def hold(self, now: Now) -> bool:
         """Whether every recorded read gives the same answer under ``now``."""
+        if self.module_text is not None and self.module_text != now.module_text:
+            return False
         if self.aliases is None:
             if self.whole_aliases != now.all_aliases:
                 return False

@@ -111,9 +111,20 @@ def verified(problem: Problem | Diagnostic, text: str, fixes: list[Fix], task_pa
         except ValueError:
             continue
         after = _codes(fixed, task_path, kernel_name, target, seeds, isolate, directory)
-        if after[code] < max(before[code], 1) and not any(after[c] > before[c] for c in after):
+        if repairs(code, before, after):
             kept.append(fix)
     return kept
+
+
+def repairs(code: str, before: Counter[str], after: Counter[str]) -> bool:
+    """The verdict on a fix from the problem codes of a run before and after it: ``code`` is gone (fewer
+    of it; one, when the run before did not report it) and no code is more frequent than it was."""
+    return after[code] < max(before[code], 1) and not any(after[c] > before[c] for c in after)
+
+
+def problem_codes(diagnostics: list[Diagnostic] | tuple[Diagnostic, ...]) -> Counter[str]:
+    """How often each code is reported as an error or a warning (what a fix must not add to)."""
+    return Counter(d.code for d in diagnostics if d.severity in ("error", "warning"))
 
 
 def _codes(text: str, task_path: str | None, kernel_name: str | None, target: str | None, seeds: int,

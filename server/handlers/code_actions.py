@@ -4,6 +4,9 @@ Quick fixes are the ones ``diagnostics.fixes.verified_fixes`` re-checked for thi
 (applied, they remove their diagnostic and add none); they are offered as ``quickfix`` +
 ``isPreferred`` with a versioned workspace edit. If the last static result is older than the buffer
 (a debounce is pending), the check is re-run first, so a fix never targets text that moved.
+Diagnostics of the run tiers (``nki-sim``, ``nki-verify``) — and a static one that a run reported at
+the same range — get the fixes the rules agent applies, each re-run in the sandbox first
+(``server/run_fixes.py``).
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types as T
 
-from .. import analysis
+from ...diagnostics.model import Fix
+
+from .. import analysis, run_fixes
 from ..convert import lsp_range, to_lsp_edit
 from .commands import EXPLAIN, FIX_KERNEL, VERIFY
 
@@ -29,6 +34,17 @@ def _data(d: T.Diagnostic) -> dict[str, Any]:
     if isinstance(data, dict):
         return data
     return {k: getattr(data, k) for k in ("tier", "index", "revision") if hasattr(data, k)} if data else {}
+
+
+def _runs_at(ls: NkiLanguageServer, snap: Any, lines: list[str], diag: T.Diagnostic) -> list[tuple[str, int]]:
+    """(tier, index) of the run diagnostics of this revision with ``diag``'s code and LSP range."""
+    out = []
+    for kind in run_fixes.RUN_TIERS:
+        run = run_fixes.run_of(ls.state, snap, kind)
+        for k, md in enumerate(run.diagnostics if run is not None else ()):
+            if md.code == diag.code and lsp_range(lines, md.line, md.column, md.end_line, md.end_column) == diag.range:
+                out.append((kind, k))
+    return out
 
 
 def register(ls: NkiLanguageServer) -> None:
@@ -61,16 +77,29 @@ def register(ls: NkiLanguageServer) -> None:
                     if md.code == diag.code and lsp_range(lines, md.line, md.column, md.end_line, md.end_column) == diag.range:
                         index = k
                         break
+            fixes: list[Fix] = []
+            runs: list[tuple[str, int]] = []  # (run tier, index) of the run diagnostics this one stands for
             if isinstance(index, int) and 0 <= index < len(result.diagnostics):
                 fixes = await asyncio.get_running_loop().run_in_executor(
                     ls.state.static_pool, analysis.fixes_for, result, snap, analysis.check_settings(ls.state.settings),
                     index)
-                for fix in fixes:
-                    edit = T.WorkspaceEdit(document_changes=[T.TextDocumentEdit(
-                        text_document=T.OptionalVersionedTextDocumentIdentifier(uri=uri, version=snap.version),
-                        edits=[to_lsp_edit(e, lines) for e in fix.edits])])
-                    actions.append(T.CodeAction(title=fix.title, kind=T.CodeActionKind.QuickFix, diagnostics=[diag],
-                                                is_preferred=True, edit=edit))
+                runs = run_fixes.matching(ls.state, snap, result.diagnostics[index])
+            elif data.get("tier") in run_fixes.RUN_TIERS and data.get("revision") == snap.revision \
+                    and isinstance(data.get("index"), int):
+                runs = [(str(data["tier"]), data["index"])]
+            elif diag.source in (analysis.SIM_SOURCE, analysis.VERIFY_SOURCE):  # no data: match by code and range
+                runs = _runs_at(ls, snap, lines, diag)
+            for kind, k in runs:
+                fixes += [f for f in await run_fixes.run_fixes(ls.state, snap, kind, k)
+                          if f.edits not in {g.edits for g in fixes}]
+            if not ls.state.store.is_current(snap):
+                return []  # the text moved while the fixes were checked: none of them is for it
+            for fix in fixes:
+                edit = T.WorkspaceEdit(document_changes=[T.TextDocumentEdit(
+                    text_document=T.OptionalVersionedTextDocumentIdentifier(uri=uri, version=snap.version),
+                    edits=[to_lsp_edit(e, lines) for e in fix.edits])])
+                actions.append(T.CodeAction(title=fix.title, kind=T.CodeActionKind.QuickFix, diagnostics=[diag],
+                                            is_preferred=True, edit=edit))
             code = str(diag.code) if diag.code is not None else ""
             if code and code not in explained:
                 explained.add(code)

@@ -1,0 +1,135 @@
+"""Verified quick fixes of the run tiers (``nki-sim``, ``nki-verify``): the deterministic fixes the rules
+agent applies to problems only a run finds (``diagnostics.sim_fixes.fixes_for``: carried dependencies,
+PSUM stores, 1-D aranges, ``and`` in masks, tile constants above 128, bf16 PSUM accumulators, ...).
+
+A candidate is offered only after the check a run of the user would make: the fix applied to the buffer
+revision the diagnostic belongs to, the static checks add no code, and the same tier (simulate or
+verify) run again in the sandbox against the same task (``analysis.run``, the buffer's private temp
+copy with the document's folder importable) no longer reports the problem and reports nothing new
+(``sim_fixes.repairs``; a verification that runs but computes the wrong result counts as a new problem).
+
+The re-runs happen in the run pool, never on the event loop, once per (revision, tier run, diagnostic):
+a code action awaits the pending result (a cancelled request leaves it running for the next one). Fixes
+belong to the revision they were computed on: a newer revision stops the re-runs still going for an
+older one, and a result whose revision is no longer current is never offered. The code action pins
+its edit to the document version as well.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+from ..diagnostics.fixes import apply_edits
+from ..diagnostics.model import Diagnostic, Fix
+from ..diagnostics.sim_fixes import fixes_for, problem_codes, repairs
+from ..diagnostics.static import Settings as CheckSettings
+from ..diagnostics.static import check_text
+from . import analysis
+from .analysis import RunResult
+from .settings import ServerSettings
+
+if TYPE_CHECKING:
+    from .documents import Snapshot
+    from .state import ServerState
+    from .tasks import TaskRef
+
+log = logging.getLogger(__name__)
+
+RUN_TIERS = ("simulate", "verify")  # the kinds of ``DocState.runs`` whose diagnostics get fixes here
+MAX_CANDIDATES = 6  # sandboxed re-runs per diagnostic; real problems have one to three candidates
+
+
+def verified_run_fixes(run: RunResult, index: int, snap: Snapshot, task: TaskRef, settings: ServerSettings,
+                       check: CheckSettings, cancel: threading.Event | None = None) -> list[Fix]:
+    """The candidate fixes of ``run.diagnostics[index]`` that survive their re-run (see the module doc).
+    Blocking: call it in a worker thread. ``cancel`` stops between and inside the re-runs."""
+    diag = run.diagnostics[index]
+    candidates = fixes_for(diag, snap.text, snap.path)[:MAX_CANDIDATES]
+    if not candidates:
+        return []
+    before = problem_codes(run.diagnostics)
+    static_before = problem_codes(check_text(snap.path, snap.text, check))
+    kept: list[Fix] = []
+    for fix in candidates:
+        if cancel is not None and cancel.is_set():
+            return []
+        try:
+            fixed = apply_edits(snap.text, fix.edits)
+        except ValueError:
+            continue
+        static_after = problem_codes(check_text(snap.path, fixed, check))
+        if any(static_after[c] > static_before[c] for c in static_after):
+            continue  # cheap first: a fix the static checks already object to needs no sandbox
+        again = analysis.run(run.kind, replace(snap, text=fixed), task, settings, cancel)
+        if cancel is not None and cancel.is_set():
+            return []
+        if repairs(diag.code, before, problem_codes(again.diagnostics)):
+            kept.append(fix)
+    return kept
+
+
+@dataclass
+class _Revision:
+    """The fix computations of one document revision."""
+
+    revision: int
+    stop: threading.Event = field(default_factory=threading.Event)
+    jobs: dict[tuple[str, int, int], tuple[RunResult, asyncio.Future[list[Fix]]]] = field(default_factory=dict)
+
+
+_docs: dict[str, _Revision] = {}  # uri -> the newest revision asked about (touched on the event loop only)
+
+
+def run_of(state: ServerState, snap: Snapshot, kind: str) -> RunResult | None:
+    """The ``kind`` run of this very revision, if there is one."""
+    st = state.docs.get(snap.uri)
+    run = st.runs.get(kind) if st is not None else None
+    return run if run is not None and run.revision == snap.revision else None
+
+
+def matching(state: ServerState, snap: Snapshot, d: Diagnostic) -> list[tuple[str, int]]:
+    """(tier, index) of the run diagnostics of this revision with ``d``'s code and range: a problem both
+    the static check and a run report is published once, as the static one, and keeps the run's fixes."""
+    out = []
+    for kind in RUN_TIERS:
+        run = run_of(state, snap, kind)
+        for k, rd in enumerate(run.diagnostics if run is not None else ()):
+            if (rd.code, rd.line, rd.column, rd.end_line, rd.end_column) == \
+                    (d.code, d.line, d.column, d.end_line, d.end_column):
+                out.append((kind, k))
+    return out
+
+
+async def run_fixes(state: ServerState, snap: Snapshot, kind: str, index: int) -> list[Fix]:
+    """The verified fixes of diagnostic ``index`` of the ``kind`` run of ``snap``'s revision ([] when that
+    run is of another revision, its task is no longer the document's, or the buffer moved on meanwhile)."""
+    run = run_of(state, snap, kind)
+    if run is None or not 0 <= index < len(run.diagnostics):
+        return []
+    task = state.task_of(snap)
+    if task is None or task.path != run.task:
+        return []
+    entry = _docs.get(snap.uri)
+    if entry is None or entry.revision != snap.revision:
+        if entry is not None:
+            entry.stop.set()  # an older revision's re-runs: nobody will be offered their fixes
+        entry = _docs[snap.uri] = _Revision(snap.revision)
+    for uri in [u for u in _docs if state.store.get(u) is None]:
+        _docs.pop(uri).stop.set()  # closed documents
+    key = (kind, index, id(run))
+    job = entry.jobs.get(key)
+    if job is None:
+        loop = asyncio.get_running_loop()
+        fut = loop.run_in_executor(state.run_pool, verified_run_fixes, run, index, snap, task, state.settings,
+                                   analysis.check_settings(state.settings), entry.stop)
+        job = entry.jobs[key] = (run, fut)  # the entry keeps ``run`` alive, so its id stays unique
+    try:
+        fixes = await asyncio.shield(job[1])  # a cancelled request leaves the computation to the next one
+    except Exception:  # noqa: BLE001 - a bug of ours costs the fixes, never the code action
+        log.exception("run-tier fixes failed for %s", snap.uri)
+        return []
+    return fixes if state.store.is_current(snap) else []

@@ -1,7 +1,8 @@
 """workspace/executeCommand ``nki.fixKernel``: the fix agent from the editor, and its one edit.
 
 The command returns at once; the run goes on in the run pool on an immutable snapshot (uri, version,
-text) of the buffer, reporting ``window/workDoneProgress`` (turn, tool, cost so far; cancellable).
+text) of the buffer, reporting ``window/workDoneProgress`` ("turn 1: asking rules", "turn 1: running
+verify", cost so far; cancellable).
 At the end the verified kernel becomes ONE minimal ``TextDocumentEdit`` pinned to the snapshot's
 version, sent with ``workspace/applyEdit`` only if the buffer is still at that version — the client
 refuses a versioned edit too, so a keystroke typed meanwhile is never overwritten (one undo restores
@@ -111,6 +112,15 @@ async def start(ls: Any, uri: str) -> dict[str, Any]:
             "backends": [f"{b.name}:{b.model}" for b in router.tiers]}
 
 
+def progress_text(e: Event) -> str:
+    """One progress line: the turn and the backend asked ("turn 1: asking rules"), what ran in that turn
+    ("turn 1: running verify"), then the cost so far. Before the first turn there is no turn to name."""
+    text = e.message[:120]
+    if e.kind != "turn" and e.turn:  # a turn event already says "turn N: asking <backend>"
+        text = f"turn {e.turn}: {text}"
+    return f"{text} · ${e.dollars:.3f}, {e.tokens} tokens"
+
+
 async def _job(ls: Any, snap: Snapshot, task: TaskRef, router: Router, token: str | None,
                ev: threading.Event) -> None:
     loop = asyncio.get_running_loop()
@@ -121,8 +131,7 @@ async def _job(ls: Any, snap: Snapshot, task: TaskRef, router: Router, token: st
 
     def report(e: Event) -> None:
         if token is not None and e.kind in ("start", "turn", "tool", "route", "result"):
-            msg = f"turn {e.turn}: {e.message[:120]} (${e.dollars:.3f}, {e.tokens} tokens)"
-            loop.call_soon_threadsafe(progress.report, token, T.WorkDoneProgressReport(message=msg))
+            loop.call_soon_threadsafe(progress.report, token, T.WorkDoneProgressReport(message=progress_text(e)))
 
     self_task = task.path == SELF
     work = functools.partial(run_agent, AgentSnapshot(snap.uri, snap.version, snap.text), snap.path,

@@ -1,5 +1,11 @@
 """workspace/executeCommand: Explain error, Verify now (Fix kernel with agent: ``agent_fix.py``).
 
+``nki.explainError CODE`` returns the explanation as Markdown and shows it as a Markdown document: the
+text is written to the user's cache folder (``explain.explain_file``) and opened with
+``window/showDocument`` when the client supports it. A client without it still has the returned
+Markdown and the same explanation as the hover on the diagnostic's range; nothing goes to
+``showMessage``.
+
 ``nki.verify`` returns at once and verifies the open buffer against its task in the background
 (work-done progress when the client supports it; cancelling it drops the result), then publishes
 the ``nki-verify`` diagnostics, refreshes the code lenses and shows one summary message.
@@ -15,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types as T
 
 from ...toolchain.protocol import VerifyResult
-from ..explain import explain
+from ..convert import file_uri
+from ..explain import explain, explain_file
 
 if TYPE_CHECKING:
     from ..app import NkiLanguageServer
@@ -81,15 +88,34 @@ async def _verify_job(ls: NkiLanguageServer, snap: Snapshot, task: TaskRef, toke
     ls.window_show_message(T.ShowMessageParams(type=kind, message=msg))
 
 
+async def show_markdown(ls: Any, code: str, text: str) -> bool:
+    """Open ``text`` as a Markdown document in the client (``window/showDocument`` of the cached file);
+    False when the client cannot show documents, refuses, or the cache folder is not writable."""
+    caps = ls.client_capabilities.window
+    if caps is None or caps.show_document is None or not caps.show_document.support:
+        return False
+    try:
+        path = await asyncio.get_running_loop().run_in_executor(None, explain_file, code, text)
+    except (OSError, ValueError) as e:
+        log.warning("explain: cannot write the document for %s: %s", code[:40], e)
+        return False
+    try:
+        res = await ls.window_show_document_async(T.ShowDocumentParams(uri=file_uri(str(path)), take_focus=True))
+    except Exception as e:  # noqa: BLE001 - the client errored: the command still returns the Markdown
+        log.warning("window/showDocument failed: %s", e)
+        return False
+    return bool(getattr(res, "success", False))
+
+
 def register(ls: NkiLanguageServer) -> None:
     @ls.command(EXPLAIN)
     # command handlers are introspected with get_type_hints: annotations must resolve at run time
-    def explain_error(ls: Any, *args: Any) -> str:
+    async def explain_error(ls: Any, *args: Any) -> str:
         code = args[0] if args and isinstance(args[0], str) else None
         if code is None:
             raise ValueError("nki.explainError needs an error code argument")
         text = explain(code)
-        ls.window_show_message(T.ShowMessageParams(type=T.MessageType.Info, message=text))
+        await show_markdown(ls, code, text)
         return text
 
     @ls.command(VERIFY)

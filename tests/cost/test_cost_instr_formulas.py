@@ -249,3 +249,24 @@ def test_partition_broadcast_runs_on_tensor_engine_and_feeds_a_psum_operand() ->
     assert p.cycles[1] == 512 and p.cycles[2] == 1024
     col = tb.sbuf(128, 1, "float32")  # a free-dim broadcast ([P,1] -> [P,F]) stays a VectorE copy
     assert E.classify(tb.instr("nl.broadcast_to", [col.all()], [wide.all()]))[0] == E.VECTOR
+
+
+@pytest.mark.parametrize("target,width,lane", [
+    ("trn1", 512, "tensor"), ("trn1", 1024, "vector"), ("trn2", 1024, "vector"), ("trn3", 1024, "tensor"),
+    ("trn3", 8192, "vector")])
+def test_partition_broadcast_on_tensor_engine_only_when_one_matmul_can_produce_it(target: str, width: int,
+                                                                                   lane: str) -> None:
+    """A row wider than the target's matmul moving-operand limit (one PSUM bank of fp32 on trn1/trn2,
+    4096 on trn3) is not one TensorE instruction: it is copied across partitions on VectorE, and its
+    consumers read SBUF (2N), not PSUM."""
+    from nki_agent.toolchain.cost.schedule import prepare
+
+    tb = TB()
+    row, wide = tb.sbuf(1, width, "float32"), tb.sbuf(128, width, "float32")
+    x, y = tb.sbuf(128, width, "float32"), tb.sbuf(128, width, "float32")
+    tb.instr("nl.broadcast_to", [row.all()], [wide.all()])
+    tb.instr("nisa.tensor_tensor", [x.all(), wide.all()], [y.all()], ops=("multiply",))
+    p = prepare(tb.trace, HARDWARE[target])
+    expect = {"tensor": (E.TENSOR, E.K_PE_BROADCAST), "vector": (E.VECTOR, E.K_COPY)}[lane]
+    assert (p.lanes[0], p.kinds[0]) == expect
+    assert p.cycles[1] == (width if lane == "tensor" else 2 * width)

@@ -39,7 +39,11 @@ K_NL_MATMUL = "nl_matmul"  # nl.matmul (x @ y; an implicit PE transpose of x unl
 K_PE_TRANSPOSE = "pe_transpose"
 # nl.broadcast_to of a one-partition tile across partitions: the compiler does it on TensorE (a matmul with
 # a ones stationary, result in PSUM) — fused-mamba tutorial, "partition-dimension broadcast of A_i using a
-# separate instruction on TensorE"; its consumers then read a PSUM operand (tensor_tensor costs N, not 2N)
+# separate instruction on TensorE"; its consumers then read a PSUM operand (tensor_tensor costs N, not 2N).
+# Only a row that one matmul can produce (free size <= the target's moving-operand limit, one PSUM bank
+# of fp32 on trn1/trn2: targets.gemm_moving_fmax) goes that way; a wider row is copied across partitions
+# on VectorE into SBUF. [I] The tutorial's own figures: mamba v2 (whole-sequence rows) equals v3 (512-wide
+# chunks) at seq 512 and is 1.30-1.40x slower from seq 1024 on, before it spills (seq >= 7K).
 K_PE_BROADCAST = "pe_broadcast"
 K_VEC_TRANSPOSE = "vector_transpose"
 K_ACTIVATION = "activation"
@@ -127,8 +131,11 @@ def _tile_reads(instr: Instr) -> int:
     return sum(1 for a in instr.reads if a.free_elements > 1 or a.free_elements == n_out)
 
 
-def classify(instr: Instr) -> tuple[int, str]:
-    """``(lane, kind)`` of one traced instruction (lane DMA for every DMA; FREE for no cost)."""
+def classify(instr: Instr, broadcast_fmax: int = 512) -> tuple[int, str]:
+    """``(lane, kind)`` of one traced instruction (lane DMA for every DMA; FREE for no cost).
+
+    ``broadcast_fmax``: the widest row a partition broadcast does on TensorE (the target's
+    ``gemm_moving_fmax``)."""
     api = instr.api
     if not instr.reads and not instr.writes:
         return FREE, K_FREE
@@ -175,7 +182,8 @@ def classify(instr: Instr) -> tuple[int, str]:
             return VECTOR, K_RMSNORM
         if name in REDUCTIONS:
             return VECTOR, K_REDUCE
-        if name == "broadcast_to" and is_partition_broadcast(instr):
+        if name == "broadcast_to" and is_partition_broadcast(instr) \
+                and instr.reads[0].free_elements <= broadcast_fmax:
             return TENSOR, K_PE_BROADCAST
         if name in ("copy", "identity", "bypass", "broadcast_to"):
             return VECTOR, K_COPY

@@ -41,6 +41,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..sim.trace import Instr, Trace
+from ..targets import get_target
 from . import deps as D
 from . import engines as E
 from .dma import DmaShape, FluidPool, own_rate, units
@@ -128,8 +129,9 @@ def prepare(trace: Trace, hw: Hardware) -> Prepared:
     instrs = trace.instrs
     lanes: list[int] = []
     kinds: list[str] = []
+    fmax = get_target(hw.target).gemm_moving_fmax
     for ins in instrs:
-        lane, kind = E.classify(ins)
+        lane, kind = E.classify(ins, fmax)
         lanes.append(lane)
         kinds.append(kind)
     folded = _fold_psum_zeroing(trace, lanes, kinds)

@@ -80,7 +80,9 @@ class RunResult:
 
 
 def check_settings(settings: ServerSettings, input_shapes: dict[str, dict[str, tuple[int, ...]]] | None = None) -> CheckSettings:
-    return CheckSettings(target=settings.target if settings.target != "auto" else "trn1",
+    # "auto": each file is checked against the target its simulation uses by default (the API generation's:
+    # toolchain.targets.resolve_target, applied where the file's generation is known)
+    return CheckSettings(target=settings.target,
                          sdk_generation="new" if settings.api_generation == "new" else "",
                          input_shapes=dict(input_shapes or {}))
 

@@ -143,3 +143,13 @@ def namespaces(aliases: dict[str, str]) -> dict[str, str]:
         if ns is not None:
             out[local] = ns
     return out
+
+
+# a task's own target at column 0 (``TARGET = "trn3"``), read by the simulator from the task module
+_DECLARED_TARGET = re.compile(r"^TARGET[ \t]*=[ \t]*[\"'](\w+)[\"']", re.MULTILINE)
+
+
+def declared_target(text: str) -> str | None:
+    """The ``TARGET = "..."`` a task file (or a kernel file that is its own task) declares, if any."""
+    m = _DECLARED_TARGET.search(text)
+    return m.group(1) if m else None

@@ -98,3 +98,21 @@ def get_target(name: str | None) -> Target:
     if key not in TARGETS:
         raise ValueError(f"unknown target {name!r}; expected one of {', '.join(TARGETS)}")
     return TARGETS[key]
+
+
+AUTO = "auto"
+# the simulator's target when nothing names one: the new API's simulator defaults to trn3 without hardware
+# (nki.simulate docs); classic kernels to trn1 (the paper's platform)
+GENERATION_DEFAULT = {"classic": "trn1", "new": "trn3"}
+
+
+def resolve_target(setting: str | None = None, *, task: str | None = None, kernel_option: str | None = None,
+                   environment: str | None = None, generation: str = "") -> str:
+    """The one rule for which target a kernel is checked, simulated and shown against, first match wins:
+    an explicit setting (editor ``nkiAgent.target``, CLI ``--target``; ``auto``/None: none), the task's
+    ``TARGET``, the kernel's ``platform_target`` option, the environment
+    (``NEURON_PLATFORM_TARGET_OVERRIDE`` / ``NKI_AGENT_TARGET``), then the API generation's default."""
+    for name in (setting, task, kernel_option, environment):
+        if name and name != AUTO:
+            return get_target(name).name if name.lower() in TARGETS or name.lower() in ALIASES else name
+    return GENERATION_DEFAULT.get(generation, DEFAULT_TARGET)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...toolchain.errors import doc_url
+from ...toolchain.targets import resolve_target
 from ..model import Diagnostic, Fix, TextEdit
 from . import rules as rules_pkg
 from . import source
@@ -141,7 +142,8 @@ def run(node: ast.FunctionDef | ast.AsyncFunctionDef, text: str, info: SourceInf
     constants: Recording[int] = Recording(info.constants)
     # rules see the function's text (node positions refer to it), then the module-level assignments
     ctx = FunctionContext(aliases=aliases, constants=constants, generation=info.generation,
-                          is_kernel=is_kernel, source=text, module_text=module_text, target=settings.target,
+                          is_kernel=is_kernel, source=text, module_text=module_text,
+                          target=resolve_target(settings.target, generation=info.generation),
                           root=node, param_shapes=dict(settings.input_shapes.get(node.name, {})))
     try:
         return _run(node, text, ctx, failed)

@@ -11,7 +11,10 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .values import (UNKNOWN, BufferV, DtypeV, IndexV, IntV, ShapeV, TileV, TupleV, Value, join, known_int)
+from .values import (UNKNOWN, BufferV, DtypeV, IndexV, IntV, ParDimV, ShapeV, TileV, TupleV, UnknownV, Value, broadcast,
+                     is_arange_index, join, known_int)
+
+from ...toolchain import nki_api
 
 # nl.tile_size constants (NKI tiling overview); the same on every target.
 TILE_SIZE = {"pmax": 128, "psum_fmax": 512, "psum_bank_fmax": 512, "gemm_stationary_fmax": 128,
@@ -19,24 +22,16 @@ TILE_SIZE = {"pmax": 128, "psum_fmax": 512, "psum_bank_fmax": 512, "gemm_station
 DTYPE_BYTES = {"float32": 4, "tfloat32": 4, "int32": 4, "uint32": 4, "float16": 2, "bfloat16": 2, "int16": 2,
                "uint16": 2, "int8": 1, "uint8": 1, "bool_": 1, "float8_e4m3": 1, "float8_e5m2": 1,
                "float8_e4m3fn": 1, "fp32": 4, "bf16": 2, "fp16": 2}
-# APIs whose result is certainly a tile (everything else, e.g. program_id or get_nc_version, is not)
-NL_TILE_RESULTS = {"load", "copy", "matmul", "transpose", "broadcast_to", "where", "softmax", "rms_norm", "load_transpose2d",
-                   "exp", "log", "sqrt", "rsqrt", "reciprocal", "square", "abs", "negative", "sign", "trunc", "floor",
-                   "ceil", "sin", "cos", "tan", "tanh", "arctan", "sigmoid", "relu", "gelu", "gelu_dx", "gelu_apprx_tanh",
-                   "silu", "silu_dx", "erf", "erf_dx", "softplus", "mish", "add", "subtract", "multiply", "divide",
-                   "power", "maximum", "minimum", "equal", "not_equal", "greater", "greater_equal", "less", "less_equal",
-                   "logical_and", "logical_or", "logical_xor", "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor",
-                   "invert", "left_shift", "right_shift", "sum", "max", "min", "mean", "prod", "var", "all"}
-CLASSIC_ISA_TILE_RESULTS = {"nc_matmul", "nc_transpose", "activation", "activation_reduce", "tensor_tensor",
-                            "tensor_scalar", "tensor_reduce", "tensor_copy", "iota", "memset", "affine_select",
-                            "bn_stats", "bn_aggr", "reciprocal", "scalar_tensor_tensor", "tensor_tensor_scan"}
-ALLOCATORS = {"ndarray", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like", "full_like", "rand"}
+# APIs whose result is certainly a tile (everything else, e.g. program_id or get_nc_version, is not): the NKI
+# API table's (toolchain/nki_api.py), per generation; a "mixed" file counts the classic ISA forms
+NL_TILE_RESULTS = nki_api.tile_results("nl", "classic") | nki_api.tile_results("nl", "new")
+CLASSIC_ISA_TILE_RESULTS = nki_api.tile_results("nisa", "classic")
+NEW_ISA_TILE_RESULTS = nki_api.tile_results("nisa", "new")
+ALLOCATORS = nki_api.allocators()
 LOOPS = {"affine_range", "sequential_range", "static_range", "range", "tile_range", "dynamic_range"}
-_API_PREFIXES = (("neuronxcc.nki.language.", "nl"), ("nki.language.", "nl"), ("neuronxcc.nki.isa.", "nisa"),
-                 ("nki.isa.", "nisa"), ("neuronxcc.nki.typing.", "nt"), ("nki.typing.", "nt"),
-                 ("neuronxcc.nki.", "nki"), ("nki.", "nki"))
 _API: dict[str, tuple[str, str] | None] = {}  # qualified name -> api(); a kernel file names ~100 distinct ones
 _API_MAX = 65536  # bound for hostile files that name endless distinct attributes
+_PROBES = (0, 1, 2, 5, 11)  # values tried for unknown ints when measuring a slice's extent (hi - lo)
 MAX_STATEMENTS = 200_000  # bound on statements walked per function (a generated 50 MB file stays fast)
 
 
@@ -89,11 +84,7 @@ class Interpreter:
             return None
         found = _API.get(qual, False)
         if found is False:
-            found = None
-            for prefix, ns in _API_PREFIXES:
-                if qual.startswith(prefix):
-                    found = (ns, qual[len(prefix):])
-                    break
+            found = nki_api.api_of(qual)
             if len(_API) < _API_MAX:
                 _API[qual] = found
         return found  # type: ignore[return-value]
@@ -231,7 +222,7 @@ class Interpreter:
     # -- expressions ---------------------------------------------------------------------------------
     def truth(self, test: ast.expr, where: str) -> None:
         value = self.expr(test)
-        if isinstance(value, IndexV) or (isinstance(value, TileV) and value.certain):
+        if is_arange_index(value) or (isinstance(value, TileV) and value.certain):
             self.emit(Event("truth", test, {"value": value, "where": where}))
 
     def expr(self, e: ast.expr | None) -> Value:
@@ -259,7 +250,7 @@ class Interpreter:
 
     def unaryop(self, e: ast.UnaryOp) -> Value:
         v = self.expr(e.operand)
-        if isinstance(e.op, ast.Not) and (isinstance(v, IndexV) or (isinstance(v, TileV) and v.certain)):
+        if isinstance(e.op, ast.Not) and (is_arange_index(v) or (isinstance(v, TileV) and v.certain)):
             self.emit(Event("truth", e, {"value": v, "where": "not"}))
         if isinstance(e.op, ast.USub) and known_int(v) is not None:
             return IntV(-known_int(v))  # type: ignore[operator]
@@ -268,7 +259,7 @@ class Interpreter:
     def boolop(self, e: ast.BoolOp) -> Value:
         for operand in e.values:
             v = self.expr(operand)
-            if isinstance(v, IndexV) or (isinstance(v, TileV) and v.certain):
+            if is_arange_index(v) or (isinstance(v, TileV) and v.certain):
                 self.emit(Event("truth", e, {"value": v, "where": "and" if isinstance(e.op, ast.And) else "or",
                                               "operand": operand}))
         return UNKNOWN
@@ -279,7 +270,7 @@ class Interpreter:
                 isinstance(c, ast.Constant) and c.value is None for c in [e.left] + e.comparators):
             return UNKNOWN  # identity / None / membership tests are compile-time Python
         if any(isinstance(v, IndexV) for v in vals):
-            return IndexV(None, e)  # a mask
+            return IndexV(None, e, grid=not any(is_arange_index(v) for v in vals))  # a mask
         return TileV(None, None, "sbuf", e) if any(isinstance(v, TileV) and v.certain for v in vals) else UNKNOWN
 
     def sequence(self, e: ast.Tuple | ast.List) -> Value:
@@ -315,11 +306,21 @@ class Interpreter:
         a, b = self.expr(e.left), self.expr(e.right)
         if isinstance(a, IndexV) or isinstance(b, IndexV):
             nd = [v.ndim for v in (a, b) if isinstance(v, IndexV)]
-            return IndexV(max((n for n in nd if n is not None), default=None) if None not in nd else None, e)
+            idx = [v for v in (a, b) if isinstance(v, IndexV)]
+            other_ok = all(isinstance(v, (IndexV, IntV)) for v in (a, b))  # index op int keeps the index's shape
+            return IndexV(max((n for n in nd if n is not None), default=None) if None not in nd else None, e,
+                          broadcast([v.shape for v in idx]) if other_ok else None,
+                          not any(is_arange_index(v) for v in idx))
         if (isinstance(a, TileV) and a.certain) or (isinstance(b, TileV) and b.certain):
             t = a if isinstance(a, TileV) else b
             assert isinstance(t, TileV)
-            return TileV(t.shape if not (isinstance(a, TileV) and isinstance(b, TileV)) else None, None, "sbuf", e)
+            if isinstance(a, TileV) and isinstance(b, TileV):
+                shape = broadcast([a.shape, b.shape])
+            else:
+                other = b if t is a else a
+                shape = t.shape if isinstance(other, IntV) or (isinstance(other, UnknownV) and not isinstance(
+                    other, TileV)) else None
+            return TileV(shape, None, "sbuf", e)
         if isinstance(a, TileV) or isinstance(b, TileV):
             return UNKNOWN
         x, y = known_int(a), known_int(b)
@@ -358,40 +359,130 @@ class Interpreter:
         if isinstance(base, IndexV):
             # nl.arange(n)[:, None] adds axes: count the entries that are None or slices
             n_axes = sum(1 for k in keys if isinstance(k, (ast.Slice,)) or (isinstance(k, ast.Constant) and k.value is None))
-            return IndexV(n_axes if n_axes else None, e)
+            shape: tuple[int | None, ...] | None = None
+            if base.shape is not None and len(base.shape) == 1 and n_axes:
+                shape = tuple(base.shape[0] if isinstance(k, ast.Slice) else 1 for k in keys)
+            return IndexV(n_axes if n_axes else None, e, shape, base.grid)
+        if self._is_mgrid(e.value):
+            return self.mgrid(e, keys)
         kinds = []
         dims: list[int | None] = []
+        index_shapes: list[tuple[int | None, ...] | None] = []
         for key in keys:
             if isinstance(key, ast.Slice):
                 kinds.append("slice")
-                lo, hi, st = (known_int(self.expr(x)) if x is not None else None for x in (key.lower, key.upper, key.step))
-                if key.step is not None and st != 1:
-                    dims.append(None)
-                elif key.upper is not None and hi is not None and (key.lower is None or lo is not None):
-                    dims.append(hi - (lo or 0) if hi >= (lo or 0) and hi >= 0 and (lo or 0) >= 0 else None)
-                else:
-                    dims.append(None if key.upper is not None or not isinstance(base, TileV) or base.shape is None
-                                else (base.shape[len(dims)] if len(dims) < len(base.shape) else None))
+                dims.append(self._slice_extent(key, base, len(dims)))
             else:
                 v = self.expr(key)
                 if isinstance(v, IndexV):
                     kinds.append("index")
                     dims.append(None)
+                    index_shapes.append(v.shape)
                 elif isinstance(key, ast.Constant) and key.value is Ellipsis:
                     kinds.append("ellipsis")
                     dims.append(None)
+                elif self._is_ds(key):
+                    kinds.append("slice")
+                    size = key.args[1] if isinstance(key, ast.Call) and len(key.args) > 1 else None
+                    dims.append(known_int(self.expr(size)) if size is not None else None)
                 else:
                     kinds.append("int" if isinstance(v, IntV) else "other")
                     dims.append(None)
+                    if isinstance(v, IntV):
+                        index_shapes.append(())
         if isinstance(base, TileV):
             self.emit(Event("subscript", e, {"tile": base, "kinds": kinds,
                                              "index_values": [self.expr(k) if not isinstance(k, ast.Slice) else None
                                                               for k in keys]}))
-            shape: tuple[int | None, ...] | None = None
-            if kinds and all(kd == "slice" for kd in kinds) and (base.shape is None or len(kinds) == len(base.shape)):
-                shape = tuple(dims)  # with an unknown base rank, dim 0 (the partition dim) is still exact
-            return TileV(shape, base.dtype, base.buffer, base.origin, base.name, base.is_param, base.certain)
+            out: tuple[int | None, ...] | None = None
+            if base.shape is not None and len(kinds) < len(base.shape) and all(kd in ("slice", "int") for kd in kinds):
+                rest = base.shape[len(kinds):]  # ``z[0]``: the missing trailing axes are taken whole
+                kinds, dims = kinds + ["slice"] * len(rest), dims + list(rest)
+            full = base.shape is None or len(kinds) == len(base.shape)
+            if kinds and all(kd == "slice" for kd in kinds) and full:
+                out = tuple(dims)  # with an unknown base rank, dim 0 (the partition dim) is still exact
+            elif "index" in kinds and all(kd in ("index", "int") for kd in kinds) and full:
+                out = broadcast(index_shapes)  # advanced indexing: the index arrays broadcast together
+            elif kinds and all(kd in ("slice", "int") for kd in kinds) and base.shape is not None and full:
+                out = tuple(d for d, kd in zip(dims, kinds) if kd == "slice")  # an int index drops its axis
+            par = base.par_axis - sum(1 for kd in kinds[:base.par_axis] if kd == "int")
+            return TileV(out, base.dtype, base.buffer, base.origin, base.name, base.is_param, base.certain,
+                         par if out is not None and 0 <= par < len(out) else 0)
         return UNKNOWN
+
+    def _slice_extent(self, key: ast.Slice, base: Value, axis: int) -> int | None:
+        """``hi - lo`` of a step-1 slice when it is the same number for every value of the unknown ints in it
+        (``x[i * 128:(i + 1) * 128]`` is 128 rows); ``:`` is the base's dim."""
+        if key.step is not None and known_int(self.expr(key.step)) != 1:
+            return None
+        if key.lower is not None:
+            self.expr(key.lower)
+        if key.upper is None:
+            if key.lower is not None:
+                return None
+            if isinstance(base, TileV) and base.shape is not None and axis < len(base.shape):
+                return base.shape[axis]
+            return None
+        self.expr(key.upper)
+        lo, hi = (known_int(self.expr(x)) if x is not None else 0 for x in (key.lower, key.upper))
+        if hi is not None and lo is not None:
+            return hi - lo if hi >= lo >= 0 else None
+        extents = set()
+        for probe in _PROBES:
+            upper = self._probe(key.upper, probe)
+            lower = self._probe(key.lower, probe) if key.lower is not None else 0
+            if upper is None or lower is None:
+                return None
+            extents.add(upper - lower)
+        extent = extents.pop() if len(extents) == 1 else None
+        return extent if extent is not None and extent >= 0 else None
+
+    def _probe(self, e: ast.expr, probe: int, depth: int = 0) -> int | None:
+        """``e`` with every unknown int name set to ``probe`` (None: not an integer expression)."""
+        if depth > 32:
+            return None
+        if isinstance(e, ast.Constant):
+            return e.value if type(e.value) is int else None
+        if isinstance(e, ast.Name):
+            v = self.env.get(e.id)
+            if v is None:
+                const = self.ctx.constants.get(e.id)
+                return const if const is not None else probe
+            return (v.value if v.value is not None else probe) if isinstance(v, IntV) else None
+        if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
+            x = self._probe(e.operand, probe, depth + 1)
+            return -x if x is not None else None
+        if isinstance(e, ast.BinOp):
+            x, y = self._probe(e.left, probe, depth + 1), self._probe(e.right, probe, depth + 1)
+            if x is None or y is None or abs(x) > 1 << 40 or abs(y) > 1 << 40:
+                return None
+            if isinstance(e.op, ast.Add):
+                return x + y
+            if isinstance(e.op, ast.Sub):
+                return x - y
+            if isinstance(e.op, ast.Mult):
+                return x * y
+            return None  # // and % are not linear: no claim
+        if isinstance(e, ast.Attribute):
+            v = self.expr(e)
+            return known_int(v)
+        return None
+
+    def _is_ds(self, key: ast.expr) -> bool:
+        return isinstance(key, ast.Call) and self.api(self.qualname(key.func)) == ("nl", "ds")
+
+    def _is_mgrid(self, node: ast.expr) -> bool:
+        return isinstance(node, ast.Attribute) and self.api(self.qualname(node)) == ("nl", "mgrid")
+
+    def mgrid(self, e: ast.Subscript, keys: list[ast.expr]) -> Value:
+        """``nl.mgrid[0:P, 0:F]``: one index array per axis, each of the grid's full shape."""
+        dims = []
+        for key in keys:
+            if not isinstance(key, ast.Slice):
+                return UNKNOWN
+            dims.append(self._slice_extent(key, UNKNOWN, 0))
+        shape = tuple(dims)
+        return TupleV(tuple(IndexV(len(shape), e, shape, grid=True) for _ in keys))
 
     def call(self, e: ast.Call) -> Value:
         q = self.api(self.qualname(e.func))
@@ -407,23 +498,105 @@ class Interpreter:
         if ns == "nl" and name in ALLOCATORS:
             return self.allocation(e, name, args, kwargs)
         if ns == "nl" and name == "arange":
-            return IndexV(1, e)
-        if ns == "nl" and name == "load":
-            src = args[0] if args else kwargs.get("src", UNKNOWN)
+            n = [known_int(a) for a in args]
+            extent: int | None = None
+            if len(n) == 1:
+                extent = n[0]
+            elif len(n) == 2 and n[0] is not None and n[1] is not None:
+                extent = n[1] - n[0]
+            return IndexV(1, e, (extent if extent is None or extent >= 0 else None,))
+        if ns == "nl" and name == "par_dim":
+            return ParDimV(known_int(args[0]) if args else None)
+        generation = "new" if self.ctx.generation == "new" else "classic"
+        if ns == "nisa" and name not in (CLASSIC_ISA_TILE_RESULTS if generation == "classic" else NEW_ISA_TILE_RESULTS):
+            return UNKNOWN
+        if ns not in ("nl", "nisa") or (ns == "nl" and name not in NL_TILE_RESULTS):
+            return UNKNOWN
+        row = nki_api.row(ns, name)
+        if row is None:
+            return UNKNOWN
+        return self.result(e, row, generation, args, kwargs)
+
+    def result(self, e: ast.Call, row: nki_api.ApiRow, generation: str, args: list[Value],
+               kwargs: dict[str, Value]) -> TileV:
+        """The tile an API call returns, as far as its arguments say (the table's ``result`` kind)."""
+        params = row.params(generation)
+        bound: dict[str, Value] = dict(zip(params, args)) | kwargs
+        tiles = [v for k, v in bound.items() if isinstance(v, TileV) and k not in ("mask", "reduce_res", "dst")]
+        first = tiles[0] if tiles else None
+        kind = row.result_in(generation)
+        dtype_v = bound.get("dtype")
+        dtype = dtype_v.name if isinstance(dtype_v, DtypeV) else None
+        buf_v = bound.get("buffer")
+        buffer = buf_v.kind if isinstance(buf_v, BufferV) else row.buffer
+        shape: tuple[int | None, ...] | None = None
+        if kind == "same":
+            shape = broadcast([t.shape for t in tiles]) if tiles else None
+            if dtype is None and tiles and len({t.dtype for t in tiles}) == 1:
+                dtype = first.dtype if first is not None else None
+        elif kind == "load":
+            src = bound.get("src")
             shape = src.shape if isinstance(src, TileV) else None
-            dtype = kwargs.get("dtype")
-            return TileV(shape, dtype.name if isinstance(dtype, DtypeV) else (src.dtype if isinstance(src, TileV) else None),
-                         "sbuf", e)
-        if (ns == "nl" and name == "matmul") or (ns == "nisa" and name == "nc_matmul" and self.ctx.generation == "classic"):
-            return TileV(None, "float32", "psum", e)
-        if (ns == "nl" and name in NL_TILE_RESULTS) or (
-                ns == "nisa" and name in CLASSIC_ISA_TILE_RESULTS and self.ctx.generation == "classic"):
-            first = next((a for a in args if isinstance(a, TileV)), None)
-            same_shape = first is not None and name not in ("transpose", "nc_transpose", "load_transpose2d", "sum",
-                                                            "max", "min", "mean", "prod", "var", "all", "tensor_reduce",
-                                                            "bn_stats", "bn_aggr", "nc_matmul", "broadcast_to")
-            return TileV(first.shape if same_shape and first is not None else None, None, None, e)
-        return UNKNOWN
+            dtype = dtype or (src.dtype if isinstance(src, TileV) else None)
+        elif kind == "transpose":
+            src = first
+            shape = src.shape[::-1] if src is not None and src.shape is not None and len(src.shape) == 2 else None
+            dtype = dtype or (src.dtype if src is not None else None)
+        elif kind == "reduce":
+            shape = self._reduced(e, first, bound)
+            dtype = dtype or (first.dtype if first is not None else None)
+        elif kind == "matmul":
+            shape, dtype = self._matmul_shape(e, row, bound), "float32"
+        elif kind == "broadcast":
+            shape = self._shape_of(bound.get("shape", UNKNOWN))
+            dtype = dtype or (first.dtype if first is not None else None)
+        elif kind == "memset":
+            shape = self._shape_of(bound.get("shape", UNKNOWN))
+        elif kind == "iota":
+            expr = bound.get("expr")
+            shape = expr.shape if isinstance(expr, IndexV) else None
+        return TileV(shape, dtype, buffer, e)
+
+    @staticmethod
+    def _shape_of(v: Value) -> tuple[int | None, ...] | None:
+        if isinstance(v, TupleV):
+            return tuple(x.value if isinstance(x, (IntV, ParDimV)) else None for x in v.items)
+        if isinstance(v, ShapeV):
+            return v.dims
+        return None
+
+    def _reduced(self, e: ast.Call, x: TileV | None, bound: dict[str, Value]) -> tuple[int | None, ...] | None:
+        if x is None or x.shape is None:
+            return None
+        axis_v = bound.get("axis")
+        axes_v = axis_v.items if isinstance(axis_v, TupleV) else (axis_v,) if axis_v is not None else ()
+        axes = [known_int(a) for a in axes_v]
+        if not axes or None in axes:
+            return None
+        rank = len(x.shape)
+        norm = {a + rank if a < 0 else a for a in axes if a is not None}
+        if any(not 0 <= a < rank for a in norm):
+            return None
+        keep = next((k.value for k in e.keywords if k.arg == "keepdims"), None)
+        if keep is not None and not isinstance(keep, ast.Constant):
+            return None
+        keepdims = bool(keep.value) if isinstance(keep, ast.Constant) else False
+        return tuple((1 if keepdims else None) if k in norm else d for k, d in enumerate(x.shape)
+                     if keepdims or k not in norm)
+
+    def _matmul_shape(self, e: ast.Call, row: nki_api.ApiRow, bound: dict[str, Value]) -> tuple[int | None, ...] | None:
+        if row.ns == "nl":
+            x, y = bound.get("x"), bound.get("y")
+            tx = next((k.value for k in e.keywords if k.arg == "transpose_x"), None)
+            if tx is not None and not isinstance(tx, ast.Constant):
+                return None
+            m_axis = 1 if isinstance(tx, ast.Constant) and tx.value else 0
+        else:
+            x, y, m_axis = bound.get("stationary"), bound.get("moving"), 1
+        if not (isinstance(x, TileV) and isinstance(y, TileV) and x.shape is not None and y.shape is not None
+                and len(x.shape) == 2 and len(y.shape) == 2):
+            return None
+        return (x.shape[m_axis], y.shape[1])
 
     def allocation(self, e: ast.Call, name: str, args: list[Value], kwargs: dict[str, Value]) -> Value:
         like = name.endswith("_like")
@@ -432,9 +605,12 @@ class Interpreter:
         if like and isinstance(shape_v, TileV):
             shape = shape_v.shape
         elif isinstance(shape_v, TupleV):
-            shape = tuple(known_int(x) for x in shape_v.items)
+            shape = tuple(known_int(x) for x in shape_v.items)  # par_dim dims: reported by the par_dim rule
         elif isinstance(shape_v, ShapeV):
             shape = shape_v.dims
+        tile_shape = self._shape_of(shape_v) if isinstance(shape_v, TupleV) else shape
+        tile_par = next((k for k, x in enumerate(shape_v.items) if isinstance(x, ParDimV)), 0) \
+            if isinstance(shape_v, TupleV) else 0
         dtype_pos = 2 if name == "full" else 1
         dtype_v = kwargs.get("dtype", args[dtype_pos] if len(args) > dtype_pos else UNKNOWN)
         buf_v = kwargs.get("buffer", UNKNOWN)
@@ -448,7 +624,7 @@ class Interpreter:
         for k in e.keywords:
             if k.arg == "name" and isinstance(k.value, ast.Constant) and isinstance(k.value.value, str):
                 label = k.value.value
-        return TileV(shape, dtype, buffer, e, label)
+        return TileV(tile_shape, dtype, buffer, e, label, par_axis=tile_par)
 
     def _par_dim_axis(self, e: ast.Call) -> int | None:
         first = e.args[0] if e.args else None

@@ -38,14 +38,30 @@ class TileV:
     name: str = ""
     is_param: bool = False
     certain: bool = True  # False for kernel parameters not declared as tensors (they may be scalars/None/config)
+    par_axis: int = 0  # the partition axis (an ``nl.par_dim`` in the allocation's shape moves it)
 
 
 @dataclass(slots=True, unsafe_hash=True)
 class IndexV:
-    """An ``nl.arange``/``nl.mgrid`` index expression; ``ndim`` of its array."""
+    """An ``nl.arange``/``nl.mgrid`` index expression; ``ndim`` of its array and, when known, its shape
+    (``nl.arange(128)[:, None]`` is ``(128, 1)``; an index into a tile broadcasts with the other indices)."""
 
     ndim: int | None
     origin: ast.AST | None = field(default=None, compare=False)
+    shape: tuple[int | None, ...] | None = None
+    grid: bool = False  # from ``nl.mgrid`` (its truth tests are left to the simulator: rules see only aranges)
+
+
+def is_arange_index(v: object) -> bool:
+    """An index expression the rules reason about (``nl.arange``-derived; ``nl.mgrid`` ones only give shapes)."""
+    return isinstance(v, IndexV) and not v.grid
+
+
+@dataclass(slots=True, unsafe_hash=True)
+class ParDimV:
+    """``nl.par_dim(n)``: a dimension of a shape tuple that is the partition axis (``n`` partitions)."""
+
+    value: int | None
 
 
 @dataclass(slots=True, unsafe_hash=True)
@@ -70,11 +86,30 @@ class UnknownV:
 
 
 UNKNOWN = UnknownV()
-Value = Union[IntV, ShapeV, TileV, IndexV, BufferV, DtypeV, TupleV, UnknownV]
+Value = Union[IntV, ShapeV, TileV, IndexV, ParDimV, BufferV, DtypeV, TupleV, UnknownV]
 
 
 def known_int(v: Value) -> int | None:
     return v.value if isinstance(v, IntV) else None
+
+
+def broadcast(shapes: list[tuple[int | None, ...] | None]) -> tuple[int | None, ...] | None:
+    """NumPy broadcasting of known-or-unknown shapes (None: the rank is unknown). An unknown dim against a
+    known one other than 1 is that one (a valid program can only have it equal, or 1)."""
+    if not shapes or any(s is None for s in shapes):
+        return None
+    rank = max(len(s) for s in shapes if s is not None)
+    out: list[int | None] = []
+    for k in range(rank):
+        dims = [s[len(s) - rank + k] for s in shapes if s is not None and len(s) - rank + k >= 0]
+        known = {d for d in dims if d is not None and d != 1}
+        if len(known) == 1:
+            out.append(known.pop())
+        elif not known:
+            out.append(1 if dims and all(d == 1 for d in dims) else None)
+        else:
+            return None  # incompatible: leave it to the simulator
+    return tuple(out)
 
 
 def join(a: Value, b: Value) -> Value:
@@ -86,7 +121,8 @@ def join(a: Value, b: Value) -> Value:
         if a.shape is not None and b.shape is not None and len(a.shape) == len(b.shape):
             shape = tuple(x if x == y else None for x, y in zip(a.shape, b.shape))
         return TileV(shape, a.dtype if a.dtype == b.dtype else None, a.buffer if a.buffer == b.buffer else None,
-                     a.origin, a.name if a.name == b.name else "", a.is_param and b.is_param, a.certain and b.certain)
+                     a.origin, a.name if a.name == b.name else "", a.is_param and b.is_param, a.certain and b.certain,
+                     a.par_axis if a.par_axis == b.par_axis else 0)
     if isinstance(a, IntV) and isinstance(b, IntV):
         return IntV(None)
     return UNKNOWN

@@ -21,7 +21,7 @@ import numpy as np
 from .. import dtypes
 from ..errors import NkiError, Related, SourceLocation
 from ..location import caller_location, traceback_location
-from ..targets import Target
+from ..targets import GENERATION_DEFAULT, Target, resolve_target
 from . import runtime
 from .buffers import Buffer
 from .trace import DEFAULT_LIMIT, Trace, Tracer
@@ -66,8 +66,7 @@ _UFUNC_REFUSED = "does not support ufuncs (__array_ufunc__=None)"
 
 DEFAULTS: contextvars.ContextVar[LaunchDefaults] = contextvars.ContextVar("nki_launch", default=LaunchDefaults())
 
-# new-API simulator defaults to trn3 without hardware (nki.simulate docs); classic to trn1 (the paper's platform)
-_DEFAULT_TARGET = {runtime.CLASSIC: "trn1", runtime.NEW: "trn3"}
+_DEFAULT_TARGET = GENERATION_DEFAULT  # the generation's default target (toolchain.targets.resolve_target)
 
 
 class MutableTensorMarker:
@@ -136,14 +135,10 @@ def _normalise_grid(grid: Any) -> tuple[int, ...]:
 
 
 def _target_for(kernel: Kernel) -> str:
-    d = DEFAULTS.get()
-    if d.target:
-        return d.target
     opt = kernel.options.get("platform_target")
-    if opt:
-        return str(opt)
     env = os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE") or os.environ.get("NKI_AGENT_TARGET")
-    return env or _DEFAULT_TARGET[kernel.generation]
+    return resolve_target(DEFAULTS.get().target, kernel_option=str(opt) if opt else None, environment=env,
+                          generation=kernel.generation)
 
 
 def launch(kernel: Kernel, grid: tuple[int, ...], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

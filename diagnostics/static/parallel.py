@@ -31,8 +31,8 @@ import re
 import subprocess
 import sys
 import threading
-from multiprocessing.connection import Connection
 from collections.abc import Callable
+from multiprocessing.connection import Connection
 from typing import Any
 
 from ..model import Diagnostic

@@ -176,8 +176,8 @@ LINES = ["TILE_P = 256", "TILE_P = 128", "TILE_P = 64", "TILE_F = 1024", "N_TILE
          "import neuronxcc.nki.language as nl", "import nki.language as nl", "import nki.isa as nisa",
          "from neuronxcc.nki.language import par_dim", "from neuronxcc import nki", "import neuronxcc.nki.isa as nl",
          "def helper(x):\n    return x + TILE_P", "def tile_rows(n):\n    return n // 2",
-         "def TILE_F():\n    return 1", "class Config:\n    TILE_P = 512", "@nki.jit\ndef extra(a):\n"
-         "    t = nl.ndarray((N, 512), dtype=nl.float32, buffer=nl.sbuf)\n    return t"]
+         "def TILE_F():\n    return 1", "class Config:\n    TILE_P = 512",
+         ("@nki.jit\ndef extra(a):\n    t = nl.ndarray((N, 512), dtype=nl.float32, buffer=nl.sbuf)\n    return t")]
 _INT = re.compile(r"^([A-Za-z_]\w*[ \t]*=[ \t]*)\d+[ \t]*$")
 _TOP = re.compile(r"^(?:import|from|[A-Za-z_]\w*[ \t]*=)[^\n]*$")
 # an edit: (which column-0 line, as a fraction; kind; what to insert / the new value)

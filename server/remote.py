@@ -21,6 +21,7 @@ from lsprotocol import types as T
 from . import analysis
 from .analysis import RunResult
 from .documents import Snapshot
+from ..runner.token_file import TokenFileError, read_token_file
 from .tasks import TaskRef
 
 if TYPE_CHECKING:
@@ -32,12 +33,14 @@ OUTAGE = "runner-outage"
 
 
 def read_token(path: str) -> str | None:
+    """The token in ``runnerTokenFile`` (None without one; an unusable file is logged, never its content,
+    and the runner then answers "wrong or missing token" — the one message the user sees)."""
     if not path:
         return None
     try:
-        with open(path, encoding="utf-8") as fh:
-            return fh.readline().strip() or None
-    except OSError:
+        return read_token_file(path)
+    except TokenFileError as e:
+        log.warning("runnerTokenFile: %s", e)
         return None
 
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from ..runner.token_file import TokenFileError, read_token_file
 from .render import err_console
 
 if TYPE_CHECKING:
@@ -41,14 +42,9 @@ def read_token(path: str | None) -> str | None:
     if not path:
         return None
     try:
-        with open(path, encoding="utf-8") as fh:
-            lines = [ln.strip() for ln in fh.read(64 * 1024).splitlines() if ln.strip()]
-    except (OSError, UnicodeDecodeError) as e:
-        reason = e.strerror if isinstance(e, OSError) and e.strerror else type(e).__name__
-        raise typer.BadParameter(f"cannot read {path}: {reason}", param_hint="--token-file") from None
-    if not lines:
-        raise typer.BadParameter(f"{path} is empty", param_hint="--token-file")
-    return lines[0]
+        return read_token_file(path)
+    except TokenFileError as e:
+        raise typer.BadParameter(str(e), param_hint="--token-file") from None
 
 
 def validate_url(url: str) -> str:

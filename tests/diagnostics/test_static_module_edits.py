@@ -231,3 +231,18 @@ def test_the_edit_generator_makes_module_level_edits() -> None:
     inserted = apply_module_edit(TILED, (0.5, "insert", "TILE_P = 256", 0))
     assert inserted.count("TILE_P = ") == 2 and any(d.code == PARTITION_LIMIT for d in cold(inserted))
     assert apply_module_edit(TILED, (0.3, "delete", "", 0)).count("\n") == TILED.count("\n") - 1
+
+
+def test_every_fact_a_function_analysis_sees_is_part_of_its_cache_key() -> None:
+    """The result cache is sound only if everything the analysis reads is keyed: the function's text, the
+    settings and API generation (the context key), the recorded bindings and string lines (``reads.py``).
+    A new field on the analysis context must be added to one of those before it is added here."""
+    import dataclasses
+
+    keyed = {
+        "source", "root", "is_kernel", "_parents", "_lines", "_text",  # the function's own text
+        "target", "param_shapes", "generation",  # settings and API generation: the context key
+        "aliases", "constants", "module_text", "_module_read",  # recorded reads (reads.Recording, text)
+        "loops",  # the interpreter's own state
+    }
+    assert {f.name for f in dataclasses.fields(analyse.FunctionContext)} == keyed

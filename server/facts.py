@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..diagnostics.static import KERNEL_DECORATORS
 from ..diagnostics.static import dotted_name as _dotted
 from ..toolchain.protocol import TraceEntry
+from ..toolchain.source_facts import is_kernel
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +37,7 @@ class TensorFact:
     buffer: str | None
     source: str  # static | simulation
     shapes_seen: tuple[tuple[int, ...], ...] = ()  # simulation: distinct shapes over loop iterations
+    partition_axis: int = 0  # the axis holding the partitions (an ``nl.par_dim`` in the allocation moves it)
 
 
 @dataclass(frozen=True)
@@ -70,8 +71,7 @@ def _char_col(lines: list[str], line: int, byte_col: int) -> int:
 def kernels_of(module: ast.Module, lines: list[str]) -> list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, KernelFact]]:
     out = []
     for node in ast.walk(module):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
-                _dotted(d).split(".")[-1] in KERNEL_DECORATORS for d in node.decorator_list):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and is_kernel(node):
             params = tuple((a.arg, a.lineno, _char_col(lines, a.lineno, a.col_offset))
                            for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs)
             # the name's column: after "def " on the def line
@@ -124,9 +124,10 @@ def _record(node: ast.FunctionDef | ast.AsyncFunctionDef, kfact: KernelFact, lin
     class Recorder(Interpreter):  # type: ignore[misc, valid-type]
         def bind(self, node: ast.expr, value: Any) -> None:
             super().bind(node, value)
-            if isinstance(node, ast.Name) and isinstance(value, TileV) and (value.shape or value.dtype or value.buffer):
+            if isinstance(node, ast.Name) and isinstance(value, TileV) and (value.certain or value.shape is not None):
                 facts.tensors.append(TensorFact(node.id, node.lineno, _char_col(lines, node.lineno, node.col_offset),
-                                                value.shape, value.dtype, value.buffer, "static"))
+                                                value.shape, value.dtype, value.buffer, "static",
+                                                partition_axis=value.par_axis))
 
         def loop(self, s: ast.For | ast.AsyncFor) -> None:
             if isinstance(s.iter, ast.Call) and s.iter.args and not s.iter.keywords:
@@ -231,14 +232,16 @@ def static_facts(text: str, target: str = "trn1", input_shapes: dict[str, dict[s
 
 
 def trace_facts(trace: Sequence[TraceEntry], lines: list[str]) -> list[TensorFact]:
-    """One fact per (line, name) observed by the simulator; names come from the assignment when unnamed."""
+    """One fact per (line, name) observed by the simulator. The name is the variable the line assigns (the
+    simulator's own label, e.g. ``a_tile`` for a masked load of ``a`` or a ``name=``, is not what the user
+    hovers), else the simulator's label."""
     grouped: dict[tuple[int, str], list[TraceEntry]] = {}
     for entry in trace or ():
         line = entry.line
         name = entry.name
-        if not name and 0 < line <= len(lines):
+        if 0 < line <= len(lines):
             m = _ASSIGN.match(lines[line - 1])
-            name = m.group(1) if m else ""
+            name = m.group(1) if m else name
         if name:
             grouped.setdefault((line, name), []).append(entry)
     out = []
@@ -262,3 +265,29 @@ def fact_at(tensors: list[TensorFact], name: str, line: int) -> TensorFact | Non
                                   best.source == "simulation"):
             best = f
     return best
+
+
+def simulation_facts(trace: Sequence[TraceEntry], run_text: str | None, text: str,
+                     static: Sequence[TensorFact] = ()) -> list[TensorFact]:
+    """The facts of a run's trace placed on the current buffer ``text``: lines follow the edits made since
+    the run (``diagnostics.cost_view.line_map``; an edited line loses its facts), and each fact takes the
+    partition axis of the static fact of the same name and line (the trace records shapes, not ``par_dim``)."""
+    from ..diagnostics.cost_view import line_map
+
+    lines = text.split("\n")
+    if run_text is not None and run_text != text:
+        old_lines = run_text.split("\n")
+        moved = line_map(run_text, text)
+        out = []
+        for f in trace_facts(trace, old_lines):
+            line = moved(f.line)
+            if line is not None:
+                out.append(replace(f, line=line))
+    else:
+        out = trace_facts(trace, lines)
+    axes = {(f.line, f.name): (f.partition_axis, len(f.shape)) for f in static if f.shape is not None}
+    for k, f in enumerate(out):
+        axis, rank = axes.get((f.line, f.name), (0, -1))
+        if axis and f.shape is not None and rank == len(f.shape):
+            out[k] = replace(f, partition_axis=axis)
+    return out

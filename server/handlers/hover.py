@@ -23,9 +23,11 @@ from lsprotocol import types as T
 from ...diagnostics import api_reference as api_table
 from ...diagnostics.cost_view import CostView, estimate_markdown, line_phrase, loop_phrase
 from ...toolchain.protocol import ProfileResult, VerifyResult
-from ...toolchain.targets import get_target
+from ...toolchain.source_facts import declared_target, namespace_of
+from ...toolchain.source_facts import generation_of_modules
+from ...toolchain.targets import get_target, resolve_target
 from ..explain import code_at, explain
-from ..facts import Facts, TensorFact, fact_at, trace_facts
+from ..facts import Facts, TensorFact, fact_at, simulation_facts
 from ..positions import utf16_to_index
 
 if TYPE_CHECKING:
@@ -35,33 +37,45 @@ if TYPE_CHECKING:
 _WORD = re.compile(r"[A-Za-z_][\w.]*")
 _IMPORT_AS = re.compile(r"^\s*import\s+([\w.]+)\s+as\s+(\w+)", re.MULTILINE)
 _FROM_IMPORT = re.compile(r"^\s*from\s+([\w.]+)\s+import\s+(\w+)(?:\s+as\s+(\w+))?", re.MULTILINE)
+
 DTYPE_BYTES = {"float32": 4, "tfloat32": 4, "int32": 4, "uint32": 4, "float16": 2, "bfloat16": 2, "int16": 2,
                "uint16": 2, "int8": 1, "uint8": 1, "bool": 1, "bool_": 1, "float8_e4m3": 1, "float8_e5m2": 1,
-               "float8_e4m3fn": 1, "float64": 8, "int64": 8}
+               "float8_e4m3fn": 1, "float8_e8m0fnu": 1, "float64": 8, "int64": 8}
+_MODULES = re.compile(r"^\s*(?:import|from)\s+([\w.]+)", re.MULTILINE)
+
+
+def generation_of_text(text: str) -> str:
+    """The API generation of a buffer from its import lines (works while the file does not parse)."""
+    return generation_of_modules(_MODULES.findall(text))
 
 
 def namespaces(text: str) -> dict[str, str]:
-    """alias -> 'nl' | 'nisa' from the file's imports (defaults: nl, nisa)."""
+    """alias -> 'nl' | 'nisa' from the file's imports (defaults: nl, nisa); read line by line, so a file
+    that does not parse while being typed still has them."""
     out = {"nl": "nl", "nisa": "nisa"}
     for mod, alias in _IMPORT_AS.findall(text):
-        if mod.endswith(".language"):
-            out[alias] = "nl"
-        elif mod.endswith(".isa"):
-            out[alias] = "nisa"
+        ns = namespace_of(mod)
+        if ns in ("nl", "nisa"):
+            out[alias] = ns
     for mod, name, alias in _FROM_IMPORT.findall(text):
-        if name in ("language", "isa"):
-            out[alias or name] = "nl" if name == "language" else "nisa"
+        ns = namespace_of(f"{mod}.{name}")
+        if ns in ("nl", "nisa"):
+            out[alias or name] = ns
     return out
 
 
-def target_name(ls: NkiLanguageServer, uri: str) -> str:
-    if ls.state.settings.target != "auto":
-        return ls.state.settings.target
+def target_name(ls: NkiLanguageServer, uri: str, text: str | None = None) -> str:
+    """The target hovers show: the one the document's simulation used, else the one it would use
+    (``toolchain.targets.resolve_target``: the setting, else the file's API generation's default) — the
+    static check's target too."""
     st = ls.state.docs.get(uri)
     for run in (st.runs.values() if st else ()):
-        if run.result.target:
+        if run.kind != "remote" and run.result.target:
             return run.result.target
-    return "trn1"
+    if text is None:
+        snap = ls.state.store.get(uri)
+        text = snap.text if snap is not None else ""
+    return resolve_target(ls.state.settings.target, task=declared_target(text), generation=generation_of_text(text))
 
 
 def word_at(line: str, index: int) -> tuple[str, int, int] | None:
@@ -89,14 +103,17 @@ def tensor_markdown(f: TensorFact, target: str) -> str:
         rows.append(f"| shapes seen | {', '.join(fmt_shape(s) for s in f.shapes_seen[:4])} |")
     on_chip = f.buffer in ("sbuf", "psum")
     if on_chip and f.shape:
-        p = f.shape[0]
-        rows.append(f"| partitions | {p if p is not None else '?'}/{t.pmax} |")
-        free = f.shape[1:]
+        axis = f.partition_axis if 0 <= f.partition_axis < len(f.shape) else 0
+        p = f.shape[axis]
+        where = f" (dim {axis}, nl.par_dim)" if axis else ""
+        rows.append(f"| partitions | {p if p is not None else '?'}/{t.pmax}{where} |")
+        free = f.shape[:axis] + f.shape[axis + 1:]
         size = DTYPE_BYTES.get(f.dtype or "")
         if size and all(d is not None for d in free):
             per = math.prod(d for d in free if d is not None) * size
             cap = t.sbuf_bytes_per_partition if f.buffer == "sbuf" else t.psum_bytes_per_partition
-            rows.append(f"| bytes / partition | {per:,} B ({100 * per / cap:.1f}% of {(f.buffer or '').upper()}) |")
+            rows.append(f"| bytes / partition | {per:,} B of {cap:,} B ({100 * per / cap:.1f}% of "
+                        f"{(f.buffer or '').upper()} on {t.name}) |")
     rows.append(f"| {target} capacity | SBUF {t.sbuf_bytes_per_partition:,} B, PSUM {t.psum_bytes_per_partition:,} B "
                 "per partition |")
     return "\n".join(rows)
@@ -120,13 +137,10 @@ async def hover_markdown(ls: NkiLanguageServer, snap: Snapshot, line0: int, char
             # cut the dotted word at the hovered segment: hovering `nl` in `nl.load` is still the call
             ns = namespaces(snap.text).get(head[0])
             if ns and len(head) >= 2:
-                doc = api_table.lookup(ns, head[1])
-                if doc:
-                    tname = target_name(ls, snap.uri)
-                    t = get_target(tname)
-                    mov = t.gemm_moving_fmax
-                    parts.append(api_table.render(doc, tname, t.pmax, t.sbuf_bytes_per_partition,
-                                                  t.psum_bytes_per_partition, t.gemm_stationary_fmax, mov))
+                md = api_table.markdown(ns, head[1], generation_of_text(snap.text), target_name(ls, snap.uri, snap.text),
+                                        attribute=head[2] if len(head) > 2 else "")
+                if md:
+                    parts.append(md)
             else:
                 name = head[0]
                 facts = await ls.state.facts(snap)
@@ -209,15 +223,22 @@ def _name_markdown(ls: NkiLanguageServer, snap: Snapshot, facts: Facts, name: st
             if decl is not None and decl.shape is not None:
                 return f"**{name}** — parameter of kernel `{k.name}`\n\nrank {len(decl.shape)}, shape `{fmt_shape(decl.shape)}`"
             if fact_at(facts.tensors, name, line1) is None:
-                return f"**{name}** — parameter of kernel `{k.name}` (shape known after a simulation on save)"
-    st = ls.state.docs.get(snap.uri)
-    candidates = list(facts.tensors)
-    for run in (st.runs.values() if st else ()):
-        candidates.extend(trace_facts(run.trace, lines))
-    f = fact_at(candidates, name, line1)
+                return (f"**{name}** — parameter of kernel `{k.name}`\n\nshape `?`: it comes from the kernel's inputs, "
+                        "known once a simulation has run (save the file), or declare it `nt.tensor[...]`")
+    f = fact_at(known_tensors(ls, snap, facts), name, line1)
     if f is None:
         return None
-    return tensor_markdown(f, target_name(ls, snap.uri))
+    return tensor_markdown(f, target_name(ls, snap.uri, snap.text))
+
+
+def known_tensors(ls: NkiLanguageServer, snap: Snapshot, facts: Facts) -> list[TensorFact]:
+    """Static facts, then the local runs' simulation facts placed on this buffer (they win where both exist)."""
+    st = ls.state.docs.get(snap.uri)
+    out = list(facts.tensors)
+    for run in (st.runs.values() if st else ()):
+        if run.kind != "remote":
+            out.extend(simulation_facts(run.trace, run.text, snap.text, facts.tensors))
+    return out
 
 
 def register(ls: NkiLanguageServer) -> None:

@@ -1,8 +1,9 @@
 """textDocument/inlayHint: ``: (128, 512) float32 sbuf`` after tensor assignments, ``×N`` after loops,
 ``≈ 41 % · DMA`` at the end of loop headers.
 
-Tensor facts: the last simulation's trace wins over static inference on the same line; a static
-fact with nothing known (no shape, no dtype) is not shown. Loop hints: the trip count of
+Tensor facts: the last local simulation's trace (placed on the current text: lines follow the edits made
+since the run) wins over static inference on the same line; a static fact with nothing known (no shape,
+no dtype) is not shown. Loop hints: the trip count of
 ``affine_range(N)``-style loops whose bounds are known statically. Cost hints (``costHints``): each
 loop's share of the cost model's estimated time and what bounds it, from the last local run; after an
 edit they follow their loop, and a loop header that was edited has none (``diagnostics.cost_view``).
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING
 from lsprotocol import types as T
 
 from ...diagnostics.cost_view import CostView, loop_hint, loop_phrase
-from ..facts import TensorFact, trace_facts
+from ..facts import TensorFact, simulation_facts
 from ..positions import to_lsp
 from .hover import fmt_shape
 
@@ -52,7 +53,9 @@ def register(ls: NkiLanguageServer) -> None:
             chosen.setdefault((f.line, f.name), f)
         st = ls.state.docs.get(snap.uri)
         for run in (st.runs.values() if st else ()):
-            for f in trace_facts(run.trace, lines):
+            if run.kind == "remote":
+                continue
+            for f in simulation_facts(run.trace, run.text, snap.text, facts.tensors):
                 if 0 < f.line <= len(lines) and f.column > 0:
                     chosen[(f.line, f.name)] = f
         hints: list[T.InlayHint] = []

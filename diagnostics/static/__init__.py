@@ -149,9 +149,13 @@ def _results_for(context: tuple[Any, ...]) -> dict[str, list[_Entry]]:
 
 
 def _lookup(results: dict[str, list[_Entry]], text: str, now: Now) -> list[Diagnostic] | None:
-    """The cached diagnostics of the function ``text`` whose reads hold under the bindings ``now``."""
-    for reads, diags in results.get(text, ()):
+    """The cached diagnostics of the function ``text`` whose reads hold under the bindings ``now`` (that
+    entry becomes the most recently used: a constant edited back and forth keeps both results)."""
+    entries = results.get(text, ())
+    for k, (reads, diags) in enumerate(entries):
         if reads.hold(now):
+            if k:  # a new list, never an update in place: another check thread may be iterating the old one
+                results[text] = [entries[k]] + [e for j, e in enumerate(entries) if j != k]
             return diags
     return None
 

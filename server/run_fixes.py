@@ -5,7 +5,8 @@ PSUM stores, 1-D aranges, ``and`` in masks, tile constants above 128, bf16 PSUM 
 A candidate is offered only after the check a run of the user would make: the fix applied to the buffer
 revision the diagnostic belongs to, the static checks add no code, and the same tier (simulate or
 verify) run again in the sandbox against the same task (``analysis.run``, the buffer's private temp
-copy with the document's folder importable) no longer reports the problem and reports nothing new
+copy with the document's folder importable; a task-less simulation runs again in the same task-less
+order, ``analysis.run_taskless``) no longer reports the problem and reports nothing new
 (``sim_fixes.repairs``; a verification that runs but computes the wrong result counts as a new problem).
 
 The re-runs happen in the run pool, never on the event loop, once per (revision, tier run, diagnostic):
@@ -20,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -30,7 +32,6 @@ from ..diagnostics.static import Settings as CheckSettings
 from ..diagnostics.static import check_text
 from . import analysis
 from .analysis import RunResult
-from .settings import ServerSettings
 
 if TYPE_CHECKING:
     from .documents import Snapshot
@@ -43,10 +44,11 @@ RUN_TIERS = ("simulate", "verify")  # the kinds of ``DocState.runs`` whose diagn
 MAX_CANDIDATES = 6  # sandboxed re-runs per diagnostic; real problems have one to three candidates
 
 
-def verified_run_fixes(run: RunResult, index: int, snap: Snapshot, task: TaskRef, settings: ServerSettings,
+def verified_run_fixes(run: RunResult, index: int, snap: Snapshot, rerun: Callable[[Snapshot], RunResult],
                        check: CheckSettings, cancel: threading.Event | None = None) -> list[Fix]:
-    """The candidate fixes of ``run.diagnostics[index]`` that survive their re-run (see the module doc).
-    Blocking: call it in a worker thread. ``cancel`` stops between and inside the re-runs."""
+    """The candidate fixes of ``run.diagnostics[index]`` that survive their re-run (see the module doc):
+    ``rerun`` runs a snapshot the way ``run`` was made (same tier, same task or task-less order).
+    Blocking: call it in a worker thread. ``cancel`` stops between the re-runs (and ``rerun`` inside one)."""
     diag = run.diagnostics[index]
     candidates = fixes_for(diag, snap.text, snap.path)[:MAX_CANDIDATES]
     if not candidates:
@@ -64,7 +66,7 @@ def verified_run_fixes(run: RunResult, index: int, snap: Snapshot, task: TaskRef
         static_after = problem_codes(check_text(snap.path, fixed, check))
         if any(static_after[c] > static_before[c] for c in static_after):
             continue  # cheap first: a fix the static checks already object to needs no sandbox
-        again = analysis.run(run.kind, replace(snap, text=fixed), task, settings, cancel)
+        again = rerun(replace(snap, text=fixed))
         if cancel is not None and cancel.is_set():
             return []
         if repairs(diag.code, before, problem_codes(again.diagnostics)):
@@ -104,14 +106,29 @@ def matching(state: ServerState, snap: Snapshot, d: Diagnostic) -> list[tuple[st
     return out
 
 
+def _rerun(state: ServerState, snap: Snapshot, run: RunResult,
+           stop: threading.Event) -> Callable[[Snapshot], RunResult] | None:
+    """How to run a fixed buffer the way ``run`` ran: against the document's task (None when it is no longer
+    the task that run used), or, for a task-less run, in the same task-less order."""
+    settings = state.settings
+    if not run.task:  # a task-less simulation (its __main__ driver, a workspace test, its shape lines)
+        taskless = getattr(analysis, "run_taskless", None)
+        if taskless is None or run.kind != "simulate":
+            return None
+        root = state.root
+        return lambda s: taskless(s, settings, root, stop)  # type: ignore[no-any-return]
+    task: TaskRef | None = state.task_of(snap)
+    if task is None or task.path != run.task:
+        return None
+    kind = run.kind
+    return lambda s: analysis.run(kind, s, task, settings, stop)
+
+
 async def run_fixes(state: ServerState, snap: Snapshot, kind: str, index: int) -> list[Fix]:
     """The verified fixes of diagnostic ``index`` of the ``kind`` run of ``snap``'s revision ([] when that
     run is of another revision, its task is no longer the document's, or the buffer moved on meanwhile)."""
     run = run_of(state, snap, kind)
     if run is None or not 0 <= index < len(run.diagnostics):
-        return []
-    task = state.task_of(snap)
-    if task is None or task.path != run.task:
         return []
     entry = _docs.get(snap.uri)
     if entry is None or entry.revision != snap.revision:
@@ -123,8 +140,11 @@ async def run_fixes(state: ServerState, snap: Snapshot, kind: str, index: int) -
     key = (kind, index, id(run))
     job = entry.jobs.get(key)
     if job is None:
+        rerun = _rerun(state, snap, run, entry.stop)
+        if rerun is None:
+            return []
         loop = asyncio.get_running_loop()
-        fut = loop.run_in_executor(state.run_pool, verified_run_fixes, run, index, snap, task, state.settings,
+        fut = loop.run_in_executor(state.run_pool, verified_run_fixes, run, index, snap, rerun,
                                    analysis.check_settings(state.settings), entry.stop)
         job = entry.jobs[key] = (run, fut)  # the entry keeps ``run`` alive, so its id stays unique
     try:

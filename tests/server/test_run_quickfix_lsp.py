@@ -37,6 +37,7 @@ PRODUCERS = {
 # 'neuronxcc'" never comes from it; with apiGeneration "new" the static check offers the same migration
 NOT_FROM_A_RUN = {"migrate_to_new_api"}
 RUN_SOURCES = ("nki-sim", "nki-verify")
+TASKLESS = FIXTURES / "quickfix_taskless"  # kernels with no task: a __main__ driver runs them
 
 
 def _expected(text: str) -> tuple[str, int]:
@@ -85,12 +86,18 @@ async def _configure(client: LanguageClient, tier: str) -> None:
 @pytest.mark.asyncio
 @pytest.mark.parametrize("fixture", sorted(PRODUCERS.values()), ids=lambda f: f.removesuffix(".py"))
 async def test_a_run_diagnostic_offers_the_rules_fix(client: LanguageClient, tmp_path: Path, fixture: str) -> None:
-    text = (RUN / fixture).read_text()
-    code, line = _expected(text)
+    code, _ = _expected((RUN / fixture).read_text())
     tier = "nki-verify" if code == "sim_wrong_result" else "nki-sim"  # a wrong result needs the reference
     await _configure(client, tier)
-    path = tmp_path / fixture
-    shutil.copy(RUN / fixture, path)
+    await _fix_and_resave(client, tmp_path, RUN / fixture, tier)
+
+
+async def _fix_and_resave(client: LanguageClient, tmp_path: Path, source: Path, tier: str) -> None:
+    """open → save → the run's diagnostic → its quick fix applies → the next save is clean."""
+    text = source.read_text()
+    code, line = _expected(text)
+    path = tmp_path / source.name
+    shutil.copy(source, path)
     uri = open_doc(client, path, text)
     await wait_publish(client, uri, 1)
     pub = await _save_and_wait_run(client, uri, 1)
@@ -100,8 +107,10 @@ async def test_a_run_diagnostic_offers_the_rules_fix(client: LanguageClient, tmp
     diag = next((d for d in found if d.source in RUN_SOURCES), found[0])
     if diag.source not in RUN_SOURCES:
         assert diag.source == "nki-check" and diag.data["tier"] == "static"
-    elif code != "sim_wrong_result":
-        assert diag.range.start.line == line - 1  # at the user's line
+    else:
+        assert diag.source == tier
+        if code != "sim_wrong_result":
+            assert diag.range.start.line == line - 1  # at the user's line
     actions = await raw_request(client, T.TEXT_DOCUMENT_CODE_ACTION, T.CodeActionParams(
         T.TextDocumentIdentifier(uri), diag.range, T.CodeActionContext(diagnostics=[diag])))
     fixes = [a for a in actions if a.get("kind") == "quickfix"]
@@ -120,6 +129,16 @@ async def test_a_run_diagnostic_offers_the_rules_fix(client: LanguageClient, tmp
     clean = await _save_and_wait_run(client, uri, 2)
     assert [(d.code, d.source) for d in clean.diagnostics
             if d.severity in (T.DiagnosticSeverity.Error, T.DiagnosticSeverity.Warning)] == []
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("fixture", sorted(p.name for p in TASKLESS.glob("*.py")), ids=lambda f: f.removesuffix(".py"))
+async def test_a_taskless_run_diagnostic_offers_the_rules_fix(client: LanguageClient, tmp_path: Path,
+                                                              fixture: str) -> None:
+    """No task anywhere: the save simulates through the file's own ``__main__`` driver, and the fix is
+    verified by running that driver again on the fixed buffer."""
+    await _configure(client, "nki-sim")
+    await _fix_and_resave(client, tmp_path, TASKLESS / fixture, "nki-sim")
 
 
 @pytest.mark.asyncio

@@ -33,6 +33,7 @@ from ..toolchain import api
 from ..toolchain.errors import doc_url
 from ..toolchain.protocol import SimulateResult, TraceEntry, VerifyResult
 from ..toolchain.runner import Runner
+from ..toolchain.source_facts import KERNEL_DEF
 from .documents import MAX_DOC_BYTES, Snapshot
 from .settings import ServerSettings
 from .tasks import SELF, TaskRef
@@ -45,8 +46,7 @@ REMOTE_SOURCE = "nki-runner"
 DISAGREE = "sim_runner_disagrees"  # the local simulator and the remote runner reached different verdicts
 REMOTE_TIMEOUT = 300.0  # seconds a remote job may take (queue wait on the runner comes on top)
 WRONG_RESULT = "sim_wrong_result"  # verification ran but the outputs differ from the reference
-_KERNEL_DEF = re.compile(r"^[ \t]*@[\w.]*(?:jit|trace|baremetal)\b.*\n(?:[ \t]*@.*\n)*(?P<def>[ \t]*(?:async[ \t]+)?def )",
-                         re.MULTILINE)
+_KERNEL_DEF = KERNEL_DEF  # a kernel decorator line, then its def (toolchain/source_facts.py)
 SIM_TIMEOUT = 60.0  # seconds per simulation / verification (the sandbox enforces it)
 
 

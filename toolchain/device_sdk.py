@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from .source_facts import generation_of_source
+
 CLASSIC, NEW = "classic", "new"
 PERCENTILES = (0, 1, 10, 25, 50, 90, 99, 100)
 
@@ -50,18 +52,8 @@ class Sdk:
 
 
 def generation_of(source: str) -> str:
-    """``classic`` when the file imports ``neuronxcc``, ``new`` when it imports ``nki``; classic by default."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return CLASSIC
-    roots: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            roots.update(a.name.split(".")[0] for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            roots.add(node.module.split(".")[0])
-    return NEW if "nki" in roots and "neuronxcc" not in roots else CLASSIC
+    """``new`` when the file imports only the new ``nki`` API (``source_facts``), else ``classic``."""
+    return NEW if generation_of_source(source) == NEW else CLASSIC
 
 
 def jit_functions(source: str) -> list[str]:

@@ -16,6 +16,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...toolchain import source_facts
 from ...toolchain.errors import doc_url
 from ...toolchain.targets import resolve_target
 from ..model import Diagnostic, Fix, TextEdit
@@ -27,7 +28,7 @@ from .reads import Reads, Recording
 from .source import SourceInfo, Unit
 
 SOURCE = "nki-check"
-KERNEL_DECORATORS = ("jit", "trace", "baremetal", "benchmark", "simulate_kernel", "nki_jit", "profile")
+KERNEL_DECORATORS = source_facts.KERNEL_DECORATORS  # the one list (toolchain/source_facts.py)
 
 
 @dataclass

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 import tree_sitter
 import tree_sitter_python
 
+from ...toolchain.source_facts import generation_of_aliases
+
 CLASSIC_ROOT = "neuronxcc.nki"
 NEW_ROOT = "nki"
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
@@ -82,10 +84,7 @@ def replay(ops: list[Op] | tuple[Op, ...], info: SourceInfo) -> None:
 
 
 def generation_of(aliases: dict[str, str]) -> str:
-    quals = set(aliases.values())
-    classic = any(q == CLASSIC_ROOT or q.startswith(CLASSIC_ROOT + ".") for q in quals)
-    new = any(q == NEW_ROOT or q.startswith(NEW_ROOT + ".") for q in quals)
-    return "mixed" if classic and new else "classic" if classic else "new" if new else ""
+    return generation_of_aliases(aliases)  # the one rule (toolchain/source_facts.py)
 
 
 # -- ast: the module-level facts and functions of a chunk that parses ----------------------------------

@@ -15,7 +15,6 @@ Ctrl-C stops it. ``--once`` verifies everything once and exits: 1 if any kernel 
 from __future__ import annotations
 
 import os
-import re
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -27,13 +26,13 @@ import typer
 from ..runner.bundle import BundleError, dependencies, read_source
 from ..toolchain import api
 from ..toolchain.protocol import VerifyResult
+from ..toolchain.source_facts import KERNEL_DECORATOR_LINE
 from ..toolchain.task_discovery import SELF, discover
 from . import options, remote
 from .render import console
 
 DEBOUNCE_S = 0.3
-_KERNEL = re.compile(r"^[ \t]*@[ \t]*(?:[\w.]+\.)?(?:jit|nki_jit|baremetal|simulate_kernel|benchmark)\b",
-                     re.MULTILINE)
+_KERNEL = KERNEL_DECORATOR_LINE  # toolchain/source_facts.py
 _SKIP_DIRS = {"__pycache__", "node_modules", "venv", "site-packages"}
 
 

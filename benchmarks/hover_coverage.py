@@ -1,0 +1,335 @@
+"""Hover coverage: the real language server is asked for a hover on every NKI call, every ``nl.*`` /
+``nisa.*`` reference and every tile variable of every kernel in a folder of kernel files; reports the share
+of empty hovers and of tile hovers whose shape holds a ``?``.
+
+Default corpus: our own ``examples/`` and the test fixtures' kernels. ``--mirrors DIR`` runs over the
+public mirrors under DIR (``aws-neuron+nki-samples``, ``aws-neuron+aws-neuron-sdk``,
+``aws-neuron+nki-library``: bare git directories, read with ``git show``; the files are sent to the server
+as unsaved buffers, never copied to disk). Hovers are static (no simulation runs): the goal is 0 % empty,
+and ``?`` only where a shape depends on a kernel input whose shape is unknown (the report splits the ``?``
+hovers into those that come from an input and the others, the ones to fix).
+
+    .venv/bin/python benchmarks/hover_coverage.py [--mirrors DIR] [--small] [--json OUT] [--show N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+from nki_agent.toolchain import nki_api, source_facts
+
+MIRRORS = ("aws-neuron+nki-samples", "aws-neuron+aws-neuron-sdk", "aws-neuron+nki-library")
+FIXTURE_DIRS = ("static", "taskless", "broken", "masks", "loop_reduce", "quickfix", "sim_fixes")
+MAX_FILE_BYTES = 400_000
+
+
+@dataclass
+class Target:
+    path: str
+    line: int  # 0-based (LSP)
+    character: int  # UTF-16
+    kind: str  # call | api | tile | param
+    name: str
+    from_input: bool = False  # a tile whose value is computed from a kernel parameter
+
+
+@dataclass
+class Report:
+    corpus: str
+    files: int = 0
+    kernels: int = 0
+    requested: dict[str, int] = field(default_factory=dict)
+    empty: dict[str, int] = field(default_factory=dict)
+    unknown: int = 0  # tile hovers with a ? in the shape
+    unknown_from_input: int = 0
+    examples_empty: list[str] = field(default_factory=list)
+    examples_unknown: list[str] = field(default_factory=list)
+
+    def pct_empty(self) -> float:
+        n = sum(self.requested.values())
+        return 100.0 * sum(self.empty.values()) / n if n else 0.0
+
+    def pct_unknown(self) -> float:
+        n = self.requested.get("tile", 0)
+        return 100.0 * self.unknown / n if n else 0.0
+
+
+def _utf16(line: str, byte_col: int) -> int:
+    text = line.encode("utf-8")[:byte_col].decode("utf-8", "ignore")
+    return len(text.encode("utf-16-le")) // 2
+
+
+def targets_of(path: str, text: str) -> tuple[list[Target], int]:
+    """The hover positions of a file's kernels, and the number of kernels."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return [], 0
+    aliases = source_facts.import_aliases(tree.body)
+    spaces = source_facts.namespaces(aliases)
+    generation = source_facts.generation_of_aliases(aliases)
+    generation = "new" if generation == "new" else "classic"
+    lines = text.split("\n")
+    out: list[Target] = []
+    kernels = [n for n in ast.walk(tree) if source_facts.is_kernel(n)]
+
+    def api(node: ast.expr) -> tuple[str, str, ast.Attribute] | None:
+        parts: list[str] = []
+        cur: ast.expr = node
+        while isinstance(cur, ast.Attribute):
+            parts.append(cur.attr)
+            cur = cur.value
+        if isinstance(cur, ast.Name) and cur.id in spaces and parts and spaces[cur.id] in ("nl", "nisa"):
+            first = node
+            while isinstance(first, ast.Attribute) and isinstance(first.value, ast.Attribute):
+                first = first.value
+            assert isinstance(first, ast.Attribute)
+            return spaces[cur.id], parts[-1], first
+        return None
+
+    def tileish(e: ast.expr, tiles: set[str]) -> bool:
+        """A tile value: an NKI call that returns one, a tile variable, a view of one, or arithmetic on one."""
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute):
+            found = api(e.func)
+            row = nki_api.row(found[0], found[1]) if found is not None else None
+            return row is not None and row.kind == "function" and row.returns_tile(generation)
+        if isinstance(e, ast.Name):
+            return e.id in tiles
+        if isinstance(e, ast.Subscript):
+            return tileish(e.value, tiles)
+        if isinstance(e, ast.BinOp):
+            return tileish(e.left, tiles) or tileish(e.right, tiles)
+        return False
+
+    def at(node: ast.AST, kind: str, name: str, col_shift: int = 0, from_input: bool = False) -> Target:
+        line = getattr(node, "lineno", 1)
+        col = getattr(node, "col_offset", 0) + col_shift
+        return Target(path, line - 1, _utf16(lines[line - 1], col), kind, name, from_input)
+
+    for fn in kernels:
+        assert isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+        params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
+        for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs:
+            out.append(at(a, "param", a.arg))
+        tiles: set[str] = set()
+        tainted = set(params)
+        seen_api: set[int] = set()
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Attribute) and id(node) not in seen_api:
+                found = api(node)
+                if found is not None:
+                    ns, name, first = found
+                    chain: ast.expr = node
+                    while isinstance(chain, ast.Attribute):
+                        seen_api.add(id(chain))
+                        chain = chain.value
+                    # hover on the name after the namespace (``load`` of ``nl.load``)
+                    shift = first.end_col_offset - len(first.attr) - first.col_offset \
+                        if first.end_col_offset is not None else 0
+                    out.append(at(first, "api", f"{ns}.{name}", shift))
+        for stmt in ast.walk(fn):
+            if not isinstance(stmt, (ast.Assign, ast.AnnAssign)) or stmt.value is None:
+                continue
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            names = {n.id for n in ast.walk(stmt.value) if isinstance(n, ast.Name)}
+            is_tile = tileish(stmt.value, tiles)
+            for t in targets:
+                for n in ast.walk(t):  # ``M, N = a.shape``: each name bound from an input is from an input
+                    if isinstance(n, ast.Name) and names & tainted:
+                        tainted.add(n.id)
+                if isinstance(t, ast.Name):
+                    if is_tile:
+                        tiles.add(t.id)
+                        out.append(at(t, "tile", t.id, from_input=bool(names & tainted)))
+    for k, fn in enumerate(kernels):  # calls: counted by their api target; mark which api hovers are calls
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and api(node.func) is not None:
+                first = api(node.func)[2]  # type: ignore[index]
+                for t in out:
+                    if t.kind == "api" and t.line == first.lineno - 1 and \
+                            t.character == _utf16(lines[first.lineno - 1], first.end_col_offset - len(first.attr)
+                                                  if first.end_col_offset is not None else first.col_offset):
+                        t.kind = "call"
+    return out, len(kernels)
+
+
+class Server:
+    """``python -m nki_agent.server`` over stdio, raw JSON-RPC (requests answered in order)."""
+
+    def __init__(self, workspace: Path) -> None:
+        env = dict(os.environ, NKI_AGENT_CHECK_HELPER="0")
+        self.proc = subprocess.Popen([sys.executable, "-m", "nki_agent.server"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=ROOT, env=env)
+        self.cond = threading.Condition()
+        self.responses: dict[int, dict[str, Any]] = {}
+        self.next_id = 0
+        threading.Thread(target=self._read, daemon=True).start()
+        self.request("initialize", {"capabilities": {}, "rootUri": workspace.as_uri(),
+                                    "initializationOptions": {"simulateOnSave": False}})
+        self.notify("initialized", {})
+
+    def _read(self) -> None:
+        out = self.proc.stdout
+        assert out is not None
+        while True:
+            length = None
+            while True:
+                line = out.readline()
+                if not line:
+                    return
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1].strip())
+                elif line.strip() == b"" and length is not None:
+                    break
+            msg = json.loads(out.read(length))
+            with self.cond:
+                if "id" in msg and "method" in msg:
+                    self.send({"jsonrpc": "2.0", "id": msg["id"], "result": None})
+                elif "id" in msg:
+                    self.responses[msg["id"]] = msg
+                    self.cond.notify_all()
+
+    def send(self, obj: Any) -> None:
+        body = json.dumps(obj).encode()
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        self.proc.stdin.flush()
+
+    def request(self, method: str, params: Any, timeout: float = 120) -> dict[str, Any]:
+        self.next_id += 1
+        i = self.next_id
+        self.send({"jsonrpc": "2.0", "id": i, "method": method, "params": params})
+        with self.cond:
+            if not self.cond.wait_for(lambda: i in self.responses, timeout):
+                raise TimeoutError(f"{method}: no answer in {timeout} s")
+            return self.responses.pop(i)
+
+    def notify(self, method: str, params: Any) -> None:
+        self.send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    def close(self) -> None:
+        try:
+            self.request("shutdown", None, timeout=20)
+            self.notify("exit", None)
+            self.proc.wait(20)
+        except Exception:  # noqa: BLE001 - a stuck server is killed
+            self.proc.kill()
+
+
+def shape_unknown(md: str) -> bool:
+    for line in md.split("\n"):
+        if line.startswith("| shape |"):
+            return "?" in line or "unknown" in line
+    return "shape `?`" in md or "shape known after" in md
+
+
+def measure(server: Server, corpus: str, files: list[tuple[str, str]], workspace: Path, show: int) -> Report:
+    rep = Report(corpus)
+    for k, (name, text) in enumerate(files):
+        targets, kernels = targets_of(name, text)
+        if not kernels:
+            continue
+        rep.files += 1
+        rep.kernels += kernels
+        uri = (workspace / f"f{k}" / os.path.basename(name)).as_uri()
+        server.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
+                                                                "text": text}})
+        for t in targets:
+            rep.requested[t.kind] = rep.requested.get(t.kind, 0) + 1
+            res = server.request("textDocument/hover", {"textDocument": {"uri": uri},
+                                                        "position": {"line": t.line, "character": t.character}})
+            result = res.get("result") or {}
+            md = (result.get("contents") or {}).get("value", "") if isinstance(result, dict) else ""
+            where = f"{name}:{t.line + 1}: {t.kind} {t.name}"
+            if not md.strip():
+                rep.empty[t.kind] = rep.empty.get(t.kind, 0) + 1
+                if len(rep.examples_empty) < show:
+                    rep.examples_empty.append(where)
+            elif t.kind == "tile" and shape_unknown(md):
+                rep.unknown += 1
+                rep.unknown_from_input += t.from_input
+                if not t.from_input and len(rep.examples_unknown) < show:
+                    rep.examples_unknown.append(where)
+        server.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+    return rep
+
+
+def own_files(small: bool) -> list[tuple[str, str]]:
+    paths = sorted((ROOT / "examples").rglob("*.py"))
+    for d in FIXTURE_DIRS:
+        paths += sorted((ROOT / "tests" / "fixtures" / d).rglob("*.py"))
+    files = [(str(p.relative_to(ROOT)), p.read_text(encoding="utf-8", errors="replace")) for p in paths
+             if p.stat().st_size <= MAX_FILE_BYTES]
+    files = [(n, t) for n, t in files if source_facts.has_kernel(t)]
+    return files[:6] if small else files
+
+
+def mirror_files(root: Path, small: bool) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for name in MIRRORS:
+        git = root / name / "repo"
+        if not git.exists():
+            continue
+        listed = subprocess.run(["git", "-C", str(git), "ls-tree", "-r", "--name-only", "HEAD"], capture_output=True,
+                                text=True, check=False).stdout.split("\n")
+        for path in sorted(p for p in listed if p.endswith(".py")):
+            text = subprocess.run(["git", "-C", str(git), "show", f"HEAD:{path}"], capture_output=True, check=False,
+                                  ).stdout.decode("utf-8", "replace")
+            if len(text) <= MAX_FILE_BYTES and source_facts.has_kernel(text) and source_facts.generation_of_source(text):
+                out.append((f"{name}:{path}", text))
+            if small and len(out) >= 4:
+                return out
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--mirrors", type=Path, help="folder holding the public mirrors (owner+name/repo)")
+    ap.add_argument("--small", action="store_true", help="a few files only (the test's mode)")
+    ap.add_argument("--json", type=Path, help="write the report(s) as JSON here")
+    ap.add_argument("--show", type=int, default=10, help="list up to N empty / unexplained-? hovers")
+    args = ap.parse_args(argv)
+    corpora = [("ours (examples + fixtures)", own_files(args.small))]
+    if args.mirrors:
+        corpora.append(("public mirrors", mirror_files(args.mirrors, args.small)))
+    reports = []
+    with tempfile.TemporaryDirectory(prefix="nki-hover-cov-") as tmp:
+        workspace = Path(tmp)
+        server = Server(workspace)
+        try:
+            for label, files in corpora:
+                reports.append(measure(server, label, files, workspace, args.show))
+        finally:
+            server.close()
+    for rep in reports:
+        n = sum(rep.requested.values())
+        kinds = ", ".join(f"{k} {v}" for k, v in sorted(rep.requested.items()))
+        print(f"{rep.corpus}: {rep.files} files, {rep.kernels} kernels, {n} hovers ({kinds})")
+        print(f"  empty: {sum(rep.empty.values())} ({rep.pct_empty():.1f} %)"
+              + (f" — {', '.join(f'{k} {v}' for k, v in sorted(rep.empty.items()))}" if rep.empty else ""))
+        print(f"  tile hovers with ? in the shape: {rep.unknown} of {rep.requested.get('tile', 0)} "
+              f"({rep.pct_unknown():.1f} %), {rep.unknown_from_input} computed from a kernel input of unknown shape")
+        for e in rep.examples_empty:
+            print(f"    empty: {e}")
+        for e in rep.examples_unknown:
+            print(f"    ? not from an input: {e}")
+    print("goal: 0 % empty; ? only where a shape depends on an input with no known shape")
+    if args.json:
+        args.json.write_text(json.dumps([asdict(r) | {"pct_empty": r.pct_empty(), "pct_unknown": r.pct_unknown()}
+                                         for r in reports], indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

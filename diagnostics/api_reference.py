@@ -43,7 +43,12 @@ def markdown(ns: str, name: str, generation: str, target: str, attribute: str = 
     ``generation`` (classic / new; "" shows every generation's signature) and the limits of ``target``."""
     r = nki_api.lookup(ns, name)
     if r is None:
-        return None
+        if ns not in ("nl", "nisa") or not name.isidentifier():
+            return None
+        module = "language" if ns == "nl" else "isa"
+        return (f"```python\n{ns}.{name}\n```\nNot in the NKI API table: the embedded simulator does not model "
+                f"`{ns}.{name}` (a newer API, or a typo), so a simulation stops at it with sim_unsupported_api.\n\n"
+                f"[nki.{module}.{name} documentation]({nki_api.DOCS}/nki.{module}.{name}.html)")
     gens = [g for g in r.generations if not generation or g == generation or generation == "mixed"] or \
         list(r.generations)
     sigs = "\n".join(dict.fromkeys(r.signature(g) for g in gens))

@@ -30,11 +30,12 @@ DOCS = "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/generate
 #   alloc      ``shape`` argument                                    like     the first argument's shape
 #   load       the source view's shape (in SBUF)                     broadcast  the ``shape`` argument
 #   memset     classic ``nisa.memset(shape, ...)``                   iota     ``nisa.iota(expr, dtype)``
+#   rows       (P, ``free``) of the operand's P partitions (bn_stats: 6, max8: 8)   identity  (n, n)
 #   tile       a tile whose shape the arguments do not give         none     no value (stores, dst forms)
 #   index      an index expression (arange/mgrid/ds)                 int      a Python int (program_id, ...)
 #   value      another compile-time value (dtype, buffer, enum, constant, loop iterator, context manager)
 TILE_RESULTS = frozenset({"same", "reduce", "transpose", "matmul", "alloc", "like", "load", "broadcast", "memset",
-                          "iota", "tile"})
+                          "iota", "rows", "identity", "tile"})
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ class ApiRow:
     new_result: str | None = None  # the new API's result when it differs (nisa dst form: "none")
     buffer: str | None = None  # the result's buffer when the API fixes it
     modelled: bool = True  # False: the simulator raises sim_unsupported_api
+    free: int | None = None  # "rows" results: the free size of each partition's row
 
     def result_in(self, generation: str) -> str:
         return self.new_result if generation == NEW and self.new_result is not None else self.result
@@ -138,7 +140,7 @@ _add("nl", "empty_like zeros_like ones_like full_like ndarray_like", "function",
      "Allocates a tensor with the shape (and dtype unless given) of its first argument.")
 _add("nl", "shared_constant", "function", "tile", "A constant tensor shared by every instance (in HBM).",
      buffer="hbm")
-_add("nl", "shared_identity_matrix", "function", "tile", "An n x n identity matrix constant.")
+_add("nl", "shared_identity_matrix", "function", "identity", "An n x n identity matrix constant.")
 _add("nl", "load", "function", "load", "HBM -> SBUF copy of a tile. Partition dim (first) <= {pmax}; the result lives "
      "in SBUF.", buffer="sbuf")
 _add("nl", "load_transpose2d", "function", "transpose", "HBM -> SBUF copy of a 2-D tile, transposed (partition <-> "
@@ -190,9 +192,10 @@ _add("nisa", "get_nc_version", "function", "value", "The NeuronCore version of t
 _DST = " (new API: the destination tile `dst` comes first and the call returns nothing)"
 
 
-def _isa(names: str, result: str, blurb: str, generations: tuple[str, ...] = BOTH, buffer: str | None = None) -> None:
+def _isa(names: str, result: str, blurb: str, generations: tuple[str, ...] = BOTH, buffer: str | None = None,
+         free: int | None = None) -> None:
     _add("nisa", names, "function", result, blurb + (_DST if NEW in generations else ""), generations=generations,
-         new_result="none", buffer=buffer)
+         new_result="none", buffer=buffer, free=free)
 
 
 _isa("nc_matmul", "matmul", "stationary[K,M].T @ moving[K,N] -> [M,N] on TensorE, fp32 into PSUM. K <= {pmax}, M <= "
@@ -215,9 +218,10 @@ _isa("iota", "iota", "Writes an affine index pattern into a tile (GpSimd).", buf
 _isa("memset", "memset", "Fills a tile with a constant (classic: `nisa.memset(shape, value, dtype)`).", buffer="sbuf")
 _isa("affine_select", "same", "Selects `on_true_tile` where an affine predicate of the indices holds, else "
      "`on_false_value` (GpSimd).", buffer="sbuf")
-_isa("bn_stats", "tile", "Batch-norm statistics (mean, variance parts) of each partition's free elements; free size "
-     "<= 512.", buffer="sbuf")
-_isa("bn_aggr", "tile", "Aggregates `bn_stats` results into mean and variance per partition.", buffer="sbuf")
+_isa("bn_stats", "rows", "Batch-norm statistics (mean, variance parts) of each partition's free elements; free size "
+     "<= 512.", buffer="sbuf", free=6)
+_isa("bn_aggr", "rows", "Aggregates `bn_stats` results into mean and variance per partition.", buffer="sbuf",
+     free=2)
 _isa("tensor_tensor_scan", "same", "Scan along the free axis: out[i] = (out[i-1] op0 data0[i]) op1 data1[i].",
      buffer="sbuf")
 _isa("tensor_scalar_cumulative", "same", "Cumulative tensor_scalar along the free axis.", generations=(NEW,),
@@ -233,8 +237,8 @@ _isa("local_gather", "tile", "Gathers elements of an SBUF buffer by per-partitio
 _isa("nc_n_gather", "tile", "Gathers free elements by indices (GpSimd).", generations=(NEW,), buffer="sbuf")
 _isa("dropout", "same", "Zeroes elements with probability `prob`.", buffer="sbuf")
 _isa("dma_transpose", "transpose", "Transposes a tile with the DMA engines.", buffer="sbuf")
-_isa("max8", "tile", "The 8 largest values of each partition.", buffer="sbuf")
-_isa("nc_find_index8", "tile", "Indices of 8 values in each partition.", buffer="sbuf")
+_isa("max8", "rows", "The 8 largest values of each partition.", buffer="sbuf", free=8)
+_isa("nc_find_index8", "rows", "Indices of 8 values in each partition.", buffer="sbuf", free=8)
 _isa("nc_match_replace8", "tile", "Replaces 8 matched values of each partition with `imm`.", buffer="sbuf")
 _isa("tensor_partition_reduce", "tile", "Reduces across partitions with `op` (GpSimd).", buffer="sbuf")
 _isa("tensor_scalar_reduce", "same", "tensor_scalar followed by a free-axis reduction into `reduce_res`.",

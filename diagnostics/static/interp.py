@@ -552,6 +552,12 @@ class Interpreter:
             dtype = dtype or (first.dtype if first is not None else None)
         elif kind == "memset":
             shape = self._shape_of(bound.get("shape", UNKNOWN))
+        elif kind == "rows":
+            p = first.shape[0] if first is not None and first.shape else None
+            shape = (p, row.free) if p is not None and row.free is not None else None
+        elif kind == "identity":
+            n = known_int(bound.get("n", UNKNOWN))
+            shape = (n, n) if n is not None else None
         elif kind == "iota":
             expr = bound.get("expr")
             shape = expr.shape if isinstance(expr, IndexV) else None

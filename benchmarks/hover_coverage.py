@@ -1,6 +1,6 @@
 """Hover coverage: the real language server is asked for a hover on every NKI call, every ``nl.*`` /
 ``nisa.*`` reference and every tile variable of every kernel in a folder of kernel files; reports the share
-of empty hovers and of tile hovers whose shape holds a ``?``.
+of empty hovers and of tile hovers whose shape holds a ``?`` (and of tensor inlay hints holding one).
 
 Default corpus: our own ``examples/`` and the test fixtures' kernels. ``--mirrors DIR`` runs over the
 public mirrors under DIR (``aws-neuron+nki-samples``, ``aws-neuron+aws-neuron-sdk``,
@@ -53,6 +53,8 @@ class Report:
     empty: dict[str, int] = field(default_factory=dict)
     unknown: int = 0  # tile hovers with a ? in the shape
     unknown_from_input: int = 0
+    hints: int = 0  # tensor inlay hints shown
+    hints_unknown: int = 0  # of which hold a ? in the shape
     examples_empty: list[str] = field(default_factory=list)
     examples_unknown: list[str] = field(default_factory=list)
 
@@ -261,6 +263,13 @@ def measure(server: Server, corpus: str, files: list[tuple[str, str]], workspace
                 rep.unknown_from_input += t.from_input
                 if not t.from_input and len(rep.examples_unknown) < show:
                     rep.examples_unknown.append(where)
+        res = server.request("textDocument/inlayHint", {"textDocument": {"uri": uri}, "range": {
+            "start": {"line": 0, "character": 0}, "end": {"line": text.count("\n") + 1, "character": 0}}})
+        for h in res.get("result") or []:
+            label = h.get("label") if isinstance(h.get("label"), str) else ""
+            if h.get("kind") == 1 and label.startswith(": "):  # a tensor's type hint (loops are Parameter hints)
+                rep.hints += 1
+                rep.hints_unknown += "?" in label
         server.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
     return rep
 
@@ -320,6 +329,7 @@ def main(argv: list[str] | None = None) -> int:
               + (f" — {', '.join(f'{k} {v}' for k, v in sorted(rep.empty.items()))}" if rep.empty else ""))
         print(f"  tile hovers with ? in the shape: {rep.unknown} of {rep.requested.get('tile', 0)} "
               f"({rep.pct_unknown():.1f} %), {rep.unknown_from_input} computed from a kernel input of unknown shape")
+        print(f"  tensor inlay hints with ? in the shape: {rep.hints_unknown} of {rep.hints}")
         for e in rep.examples_empty:
             print(f"    empty: {e}")
         for e in rep.examples_unknown:

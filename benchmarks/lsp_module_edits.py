@@ -8,8 +8,9 @@ with a name never used before, alternately added and removed at a spread of plac
 - ``constant``: a line ``EXTRA_<n> = <n>``;
 - ``import``: a line ``import json as json_<n>``;
 - ``helper``: a two-line helper function ``def helper_<n>(x): return x + <n>``;
-- ``tile constant`` (not part of the goal, for scale): the ``TILE_F`` constant most kernels read, changed
-  and changed back — every kernel that reads it is checked again.
+- ``tile constant`` (not part of the goal, for scale): the ``TILE_F`` constant half the kernels read,
+  changed and changed back — the first change checks every kernel that reads it again; later ones find
+  both versions' results cached.
 
 Each server is started on the file, left a second to settle (the nki-agent server boots its check
 helper process after start-up) and sent one unmeasured edit pair (a comment line at the end added and

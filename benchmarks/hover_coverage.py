@@ -1,5 +1,6 @@
 """Hover coverage: the real language server is asked for a hover on every NKI call, every ``nl.*`` /
-``nisa.*`` reference and every tile variable of every kernel in a folder of kernel files; reports the share
+``nisa.*`` reference and every tile variable of every kernel (and of the helper functions that call NKI)
+in a folder of kernel files, and on every kernel parameter; reports the share
 of empty hovers and of tile hovers whose shape holds a ``?`` (and of tensor inlay hints holding one).
 
 Default corpus: our own ``examples/`` and the test fixtures' kernels. ``--mirrors DIR`` runs over the
@@ -41,7 +42,7 @@ class Target:
     character: int  # UTF-16
     kind: str  # call | api | tile | param
     name: str
-    from_input: bool = False  # a tile whose value is computed from a kernel parameter
+    from_input: bool = False  # a tile computed from a kernel parameter or a value imported from another module
 
 
 @dataclass
@@ -84,6 +85,8 @@ def targets_of(path: str, text: str) -> tuple[list[Target], int]:
     generation = "new" if generation == "new" else "classic"
     lines = text.split("\n")
     out: list[Target] = []
+    imported = {a.asname or a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
+                for a in n.names} - set(spaces)  # values from other modules (relative imports too)
     kernels = [n for n in ast.walk(tree) if source_facts.is_kernel(n)]
 
     def api(node: ast.expr) -> tuple[str, str, ast.Attribute] | None:
@@ -119,13 +122,19 @@ def targets_of(path: str, text: str) -> tuple[list[Target], int]:
         col = getattr(node, "col_offset", 0) + col_shift
         return Target(path, line - 1, _utf16(lines[line - 1], col), kind, name, from_input)
 
-    for fn in kernels:
+    inside = {id(n) for k in kernels for n in ast.walk(k) if n is not k}
+    helpers = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n not in kernels
+               and id(n) not in inside and any(isinstance(x, ast.Name) and x.id in spaces for x in ast.walk(n))]
+    helpers = [h for h in helpers if not any(id(h) in {id(x) for x in ast.walk(o) if x is not o} for o in helpers)]
+    for fn in kernels + helpers:  # a kernel and the NKI helpers it calls
         assert isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
         params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
         for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs:
-            out.append(at(a, "param", a.arg))
+            if fn in kernels:
+                out.append(at(a, "param", a.arg))
         tiles: set[str] = set()
-        tainted = set(params)
+        # a shape is unknowable here when it comes from an input or from a value imported from another module
+        tainted = set(params) | imported
         seen_api: set[int] = set()
         for node in ast.walk(fn):
             if isinstance(node, ast.Attribute) and id(node) not in seen_api:
@@ -154,7 +163,7 @@ def targets_of(path: str, text: str) -> tuple[list[Target], int]:
                     if is_tile:
                         tiles.add(t.id)
                         out.append(at(t, "tile", t.id, from_input=bool(names & tainted)))
-    for k, fn in enumerate(kernels):  # calls: counted by their api target; mark which api hovers are calls
+    for fn in kernels + helpers:  # calls: counted by their api target; mark which api hovers are calls
         for node in ast.walk(fn):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and api(node.func) is not None:
                 first = api(node.func)[2]  # type: ignore[index]
@@ -328,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  empty: {sum(rep.empty.values())} ({rep.pct_empty():.1f} %)"
               + (f" — {', '.join(f'{k} {v}' for k, v in sorted(rep.empty.items()))}" if rep.empty else ""))
         print(f"  tile hovers with ? in the shape: {rep.unknown} of {rep.requested.get('tile', 0)} "
-              f"({rep.pct_unknown():.1f} %), {rep.unknown_from_input} computed from a kernel input of unknown shape")
+              f"({rep.pct_unknown():.1f} %), {rep.unknown_from_input} computed from a kernel input of unknown shape or an imported value")
         print(f"  tensor inlay hints with ? in the shape: {rep.hints_unknown} of {rep.hints}")
         for e in rep.examples_empty:
             print(f"    empty: {e}")

@@ -140,14 +140,36 @@ def _record(node: ast.FunctionDef | ast.AsyncFunctionDef, kfact: KernelFact, lin
                         facts.loops.append(LoopFact(end, _char_col(lines, end, s.iter.end_col_offset or 0), kind, len(r)))
             super().loop(s)
 
-    ctx = Context(aliases=info.aliases, constants=info.constants, generation=info.generation, is_kernel=True,
-                  param_shapes=dict((input_shapes or {}).get(kfact.name, {})))
+    is_kernel = any(k is kfact for k in facts.kernels)  # else an NKI helper function: its parameters are unknown
+    ctx = Context(aliases=info.aliases, constants=info.constants, generation=info.generation, is_kernel=is_kernel,
+                  param_shapes=dict((input_shapes or {}).get(kfact.name, {})) if is_kernel else {})
     try:
         Recorder(ctx, lambda e: None).run(node)
     except Exception:  # a checker bug must not take hover down
         log.exception("static facts failed for %s", kfact.name)
         return False
     return True
+
+
+def _helpers(module: ast.Module, aliases: dict[str, str], kernels: set[int]) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """Functions outside any kernel that call NKI (a kernel's helpers): their tiles get facts too."""
+    from ..toolchain.source_facts import namespace_of
+
+    nki_names = {local for local, qual in aliases.items() if namespace_of(qual) in ("nl", "nisa")}
+    out: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
+    stack: list[ast.AST] = [module]
+    while stack:
+        node = stack.pop()
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if id(child) in kernels:
+                    continue  # the kernel's walk covers what it can; nested defs are its own business
+                if any(isinstance(n, ast.Name) and n.id in nki_names for n in ast.walk(child)):
+                    out.append(child)
+                    continue
+            if not isinstance(child, ast.expr):
+                stack.append(child)
+    return sorted(out, key=lambda f: f.lineno)
 
 
 def _unit_piece(text: str, info: Any, input_shapes: dict[str, dict[str, tuple[int, ...]]] | None,
@@ -170,6 +192,8 @@ def _unit_piece(text: str, info: Any, input_shapes: dict[str, dict[str, tuple[in
     if info.generation:
         for fn, kfact in kernels:
             ok = _record(fn, kfact, lines, info, input_shapes, facts) and ok
+        for fn in _helpers(module, info.aliases, {id(f) for f, _ in kernels}):
+            ok = _record(fn, KernelFact(fn.name, fn.lineno, 0, ()), lines, info, None, facts) and ok
     return _Piece(tuple(facts.kernels), tuple(facts.tensors), tuple(facts.loops)), ok
 
 

@@ -16,7 +16,7 @@ Importing this module imports nothing of the simulator (the static checker stays
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from .source_facts import CLASSIC, NEW
@@ -50,6 +50,7 @@ class ApiRow:
     buffer: str | None = None  # the result's buffer when the API fixes it
     modelled: bool = True  # False: the simulator raises sim_unsupported_api
     free: int | None = None  # "rows" results: the free size of each partition's row
+    like: str | None = None  # "same" results shaped like this one operand (not a broadcast of all of them)
 
     def result_in(self, generation: str) -> str:
         return self.new_result if generation == NEW and self.new_result is not None else self.result
@@ -239,7 +240,8 @@ _isa("dropout", "same", "Zeroes elements with probability `prob`.", buffer="sbuf
 _isa("dma_transpose", "transpose", "Transposes a tile with the DMA engines.", buffer="sbuf")
 _isa("max8", "rows", "The 8 largest values of each partition.", buffer="sbuf", free=8)
 _isa("nc_find_index8", "rows", "Indices of 8 values in each partition.", buffer="sbuf", free=8)
-_isa("nc_match_replace8", "tile", "Replaces 8 matched values of each partition with `imm`.", buffer="sbuf")
+_isa("nc_match_replace8", "same", "Replaces 8 matched values of each partition with `imm`.", buffer="sbuf")
+ROWS[("nisa", "nc_match_replace8")] = replace(ROWS[("nisa", "nc_match_replace8")], like="data")
 _isa("tensor_partition_reduce", "tile", "Reduces across partitions with `op` (GpSimd).", buffer="sbuf")
 _isa("tensor_scalar_reduce", "same", "tensor_scalar followed by a free-axis reduction into `reduce_res`.",
      buffer="sbuf")

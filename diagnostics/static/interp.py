@@ -418,11 +418,10 @@ class Interpreter:
         if key.lower is not None:
             self.expr(key.lower)
         if key.upper is None:
-            if key.lower is not None:
-                return None
-            if isinstance(base, TileV) and base.shape is not None and axis < len(base.shape):
-                return base.shape[axis]
-            return None
+            dim = base.shape[axis] if isinstance(base, TileV) and base.shape is not None and axis < len(base.shape) \
+                else None
+            lo = known_int(self.expr(key.lower)) if key.lower is not None else 0
+            return dim - lo if dim is not None and lo is not None and 0 <= lo <= dim else None
         self.expr(key.upper)
         lo, hi = (known_int(self.expr(x)) if x is not None else 0 for x in (key.lower, key.upper))
         if hi is not None and lo is not None:
@@ -530,7 +529,11 @@ class Interpreter:
         buf_v = bound.get("buffer")
         buffer = buf_v.kind if isinstance(buf_v, BufferV) else row.buffer
         shape: tuple[int | None, ...] | None = None
-        if kind == "same":
+        if kind == "same" and row.like is not None:
+            src = bound.get(row.like)
+            shape = src.shape if isinstance(src, TileV) else None
+            dtype = dtype or (src.dtype if isinstance(src, TileV) else None)
+        elif kind == "same":
             shape = broadcast([t.shape for t in tiles]) if tiles else None
             if dtype is None and tiles and len({t.dtype for t in tiles}) == 1:
                 dtype = first.dtype if first is not None else None

@@ -1,0 +1,170 @@
+// Activation: wires the modules together — log channel, secrets, status bar, interpreter sources,
+// the server session and its UI, commands, and the events that restart the server (interpreter
+// setting, Python extension environment, secrets) or refresh the status bar (target, runner URL).
+import * as fs from 'fs';
+import * as vscode from 'vscode';
+import { connectionFactory } from './client';
+import { CommandDeps, registerCommands } from './commands';
+import { COMMANDS, INTERPRETER_SETTING, SECTION, SERVER_NOTIFICATIONS } from './ids';
+import { installServer, installSource } from './install';
+import { InterpreterSources, discoverInterpreter, whichOnPath } from './interpreter';
+import { selectInterpreter } from './interpreterPicker';
+import { Log } from './log';
+import { probeInterpreter } from './probe';
+import { PythonExtension } from './pythonExtension';
+import { PROBE_INTERVAL_MS, RunnerState, probeRunner } from './runner';
+import { Secrets } from './secrets';
+import { CrashChoice, Session } from './session';
+import { ACTIONS, SetupAction } from './setup';
+import { StatusBar, statusView } from './statusBar';
+
+const RECENT_RUNNERS = 'nkiAgent.recentRunners';
+let session: Session | undefined;
+
+export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  const channel = vscode.window.createOutputChannel('NKI Agent', { log: true });
+  const log = new Log(channel);
+  const secrets = new Secrets(context.secrets);
+  const python = new PythonExtension();
+  const status = new StatusBar();
+  context.subscriptions.push(channel, status);
+  const cwd = context.globalStorageUri.fsPath;
+  await fs.promises.mkdir(cwd, { recursive: true }).catch(() => undefined);
+
+  const folder = () => vscode.workspace.workspaceFolders?.[0];
+  const sources: InterpreterSources = {
+    setting: () => vscode.workspace.getConfiguration(SECTION, folder()?.uri).get<string>(INTERPRETER_SETTING),
+    workspaceFolder: () => folder()?.uri.fsPath,
+    pythonExtension: () => python.activeInterpreter(folder()?.uri),
+    which: (name) => whichOnPath(name),
+  };
+
+  let runner: RunnerState = { kind: 'local' };
+  const render = () => status.show(statusView(
+    vscode.workspace.getConfiguration(SECTION).get<string>('target') ?? 'auto', runner, session?.state ?? 'starting'));
+  const showLog = () => channel.show(true);
+
+  const install = async (): Promise<void> => {
+    const interp = session?.interpreter ?? await discoverInterpreter(sources);
+    if (interp === undefined) {
+      void vscode.window.showErrorMessage('NKI Agent: select a Python interpreter (3.11 or newer) first.', ACTIONS.select)
+        .then((c) => c && selectInterpreter(python));
+      return;
+    }
+    const outcome = await installServer(interp.path, installSource(context.extensionPath), log, cwd);
+    if (outcome.ok) {
+      void vscode.window.showInformationMessage(`NKI Agent installed into ${interp.path}; starting the server.`);
+      await session?.restartNow('installed into the interpreter');
+    } else if (!outcome.cancelled) {
+      const c = await vscode.window.showErrorMessage(`NKI Agent: installing into ${interp.path} failed: ${outcome.message}`,
+        ACTIONS.showLog, ACTIONS.select);
+      if (c === ACTIONS.showLog) {
+        showLog();
+      } else if (c === ACTIONS.select) {
+        await selectInterpreter(python);
+      }
+    }
+  };
+
+  const onNotification = (method: string, params: unknown) => {
+    if (method === SERVER_NOTIFICATIONS.agentResult) {
+      // Seam: the agent-fix diff preview (accept / reject) starts from this notification.
+      const p = params as { uri?: string; verdict?: string; applied?: boolean };
+      log.info(`agent result for ${p.uri}: ${p.verdict}${p.applied ? ' (applied)' : ''}`);
+    }
+  };
+
+  session = new Session({
+    log,
+    connect: connectionFactory(channel, onNotification, Object.values(SERVER_NOTIFICATIONS)),
+    discover: () => discoverInterpreter(sources),
+    probe: (py) => probeInterpreter(py, { cwd, env: process.env }),
+    secrets: () => secrets.all(),
+    baseEnv: process.env,
+    cwd,
+    logLevel: () => channel.logLevel,
+    onState: render,
+    ui: {
+      setupProblem: (problem) => {
+        const labels = problem.actions.map((a) => ACTIONS[a]);
+        void vscode.window.showErrorMessage(problem.message, ...labels).then(async (label) => {
+          const action = (Object.keys(ACTIONS) as SetupAction[]).find((a) => ACTIONS[a] === label);
+          if (action === 'install') {
+            await install();
+          } else if (action === 'select') {
+            await selectInterpreter(python);
+          } else if (action === 'showLog') {
+            showLog();
+          }
+        });
+      },
+      crashLoop: (n): Thenable<CrashChoice> => vscode.window.showErrorMessage(
+        `NKI Agent: the language server stopped ${n} times in 3 minutes and will not be restarted automatically.`,
+        'Show log', 'Restart').then((c) => (c === 'Show log' ? 'showLog' : c === 'Restart' ? 'restart' : undefined)),
+      showLog,
+    },
+  });
+  const s = session;
+
+  let runnerTimer: ReturnType<typeof setInterval> | undefined;
+  const refreshRunner = async () => {
+    const url = vscode.workspace.getConfiguration(SECTION).get<string>('runnerUrl') ?? '';
+    if (runnerTimer !== undefined) {
+      clearInterval(runnerTimer);
+      runnerTimer = undefined;
+    }
+    runner = url ? { kind: 'checking', url } : { kind: 'local' };
+    render();
+    if (url) {
+      runner = await probeRunner(url);
+      render();
+      runnerTimer = setInterval(() => void probeRunner(url).then((r) => { runner = r; render(); }), PROBE_INTERVAL_MS);
+    }
+  };
+  context.subscriptions.push({ dispose: () => runnerTimer !== undefined && clearInterval(runnerTimer) });
+
+  const deps: CommandDeps = {
+    session: s,
+    secrets,
+    showLog,
+    selectInterpreter: () => selectInterpreter(python),
+    install,
+    recentRunners: () => context.globalState.get<string[]>(RECENT_RUNNERS) ?? [],
+    rememberRunner: (url) => context.globalState.update(RECENT_RUNNERS,
+      [url, ...(context.globalState.get<string[]>(RECENT_RUNNERS) ?? []).filter((u) => u !== url)].slice(0, 5)),
+  };
+  context.subscriptions.push(...registerCommands(deps));
+  context.subscriptions.push(
+    vscode.workspace.onDidChangeConfiguration((e) => {
+      if (e.affectsConfiguration(`${SECTION}.${INTERPRETER_SETTING}`)) {
+        s.requestRestart(`${SECTION}.${INTERPRETER_SETTING} changed`);
+      }
+      if (e.affectsConfiguration(`${SECTION}.runnerUrl`)) {
+        void refreshRunner();
+      }
+      if (e.affectsConfiguration(`${SECTION}.target`)) {
+        render();
+      }
+    }),
+    secrets.onDidChange((kind) => s.requestRestart(`${kind.label} changed`)),
+    channel.onDidChangeLogLevel((level) => s.setLogLevel(level)),
+    { dispose: () => void s.dispose() },
+  );
+  const envSub = await python.onDidChange(() => {
+    if (s.interpreter?.source !== 'setting') {
+      s.requestRestart('Python extension environment changed');
+    }
+  }).catch(() => undefined);
+  if (envSub) {
+    context.subscriptions.push(envSub);
+  }
+  void refreshRunner();
+  render();
+  log.info(`NKI Agent ${context.extension.packageJSON.version as string}; commands: ${Object.values(COMMANDS).length}`);
+  await s.start();
+}
+
+export async function deactivate(): Promise<void> {
+  await session?.dispose();
+  session = undefined;
+}

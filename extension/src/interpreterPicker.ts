@@ -1,0 +1,76 @@
+// "Select interpreter": the Python extension's own picker when ms-python is installed, else a quick
+// pick of the Pythons found (workspace virtual environments, PATH) plus "Browse…"; the choice is
+// written to the nkiAgent.interpreter setting (workspace scope when a folder is open).
+import * as fs from 'fs';
+import * as path from 'path';
+import * as vscode from 'vscode';
+import { INTERPRETER_SETTING, SECTION } from './ids';
+import { PATH_NAMES, whichOnPath } from './interpreter';
+import { PythonExtension } from './pythonExtension';
+
+const VENV_DIRS = ['.venv', 'venv', 'env'];
+
+/** Interpreters worth offering: workspace virtual environments first, then PATH (no duplicates). */
+export async function candidates(folders: readonly string[], env: NodeJS.ProcessEnv = process.env,
+  exists: (p: string) => boolean = fs.existsSync): Promise<string[]> {
+  const out: string[] = [];
+  const bin = process.platform === 'win32' ? path.join('Scripts', 'python.exe') : path.join('bin', 'python');
+  for (const f of folders) {
+    for (const d of VENV_DIRS) {
+      const p = path.join(f, d, bin);
+      if (exists(p) && !out.includes(p)) {
+        out.push(p);
+      }
+    }
+  }
+  for (const name of PATH_NAMES) {
+    const p = await whichOnPath(name, env);
+    if (p && !out.includes(p)) {
+      out.push(p);
+    }
+  }
+  return out;
+}
+
+export async function setInterpreterSetting(value: string): Promise<void> {
+  const target = vscode.workspace.workspaceFolders?.length
+    ? vscode.ConfigurationTarget.Workspace : vscode.ConfigurationTarget.Global;
+  await vscode.workspace.getConfiguration(SECTION).update(INTERPRETER_SETTING, value || undefined, target);
+}
+
+export async function selectInterpreter(python: PythonExtension): Promise<void> {
+  const folders = (vscode.workspace.workspaceFolders ?? []).map((f) => f.uri.fsPath);
+  type Item = vscode.QuickPickItem & { value: string };
+  const items: Item[] = [];
+  if (python.installed()) {
+    items.push({ label: '$(symbol-namespace) Use the Python extension\'s interpreter', description: 'python.setInterpreter',
+      value: 'python-extension' });
+  }
+  for (const c of await candidates(folders)) {
+    items.push({ label: c, value: c });
+  }
+  items.push({ label: '$(folder-opened) Browse…', value: 'browse' });
+  const current = vscode.workspace.getConfiguration(SECTION).get<string>(INTERPRETER_SETTING);
+  const pick = await vscode.window.showQuickPick(items, {
+    title: 'NKI Agent: Python interpreter for the language server (3.11 or newer)',
+    placeHolder: current ? `now: ${current}` : 'now: found automatically',
+  });
+  if (pick === undefined) {
+    return;
+  }
+  if (pick.value === 'python-extension') {
+    await setInterpreterSetting(''); // fall through to the Python extension's environment
+    await vscode.commands.executeCommand('python.setInterpreter');
+    return;
+  }
+  if (pick.value === 'browse') {
+    const uris = await vscode.window.showOpenDialog({ canSelectMany: false, openLabel: 'Use this Python',
+      title: 'NKI Agent: Python interpreter' });
+    if (!uris?.length) {
+      return;
+    }
+    await setInterpreterSetting(uris[0].fsPath);
+    return;
+  }
+  await setInterpreterSetting(pick.value);
+}

@@ -1,0 +1,74 @@
+// The status bar item: the target (auto/trn1/trn2/trn3), the runner state (local / remote host /
+// unreachable) and the server's state when it is not running; clicking it opens the NKI Agent menu.
+import * as vscode from 'vscode';
+import { COMMANDS } from './ids';
+import { RunnerState, shortUrl } from './runner';
+
+export type ServerState = 'starting' | 'running' | 'needs-setup' | 'crashed' | 'stopped';
+
+export interface StatusView {
+  text: string;
+  tooltip: string;
+  warning: boolean;
+}
+
+/** Pure rendering of the status item. */
+export function statusView(target: string, runner: RunnerState, server: ServerState): StatusView {
+  let runnerText: string;
+  let runnerTip: string;
+  let warning = false;
+  switch (runner.kind) {
+    case 'local':
+      runnerText = 'local';
+      runnerTip = 'Runner: local (embedded simulator)';
+      break;
+    case 'remote':
+      runnerText = shortUrl(runner.url);
+      runnerTip = `Runner: ${runner.url}${runner.backend ? ` (${runner.backend} backend)` : ''}`;
+      break;
+    case 'checking':
+      runnerText = shortUrl(runner.url);
+      runnerTip = `Runner: ${runner.url} (checking…)`;
+      break;
+    case 'unreachable':
+      runnerText = `${shortUrl(runner.url)} unreachable`;
+      runnerTip = `Runner: ${runner.url} is unreachable (${runner.reason})`;
+      warning = true;
+      break;
+  }
+  const serverTip: Record<ServerState, string> = {
+    starting: 'Server: starting…',
+    running: 'Server: running',
+    'needs-setup': 'Server: not started — the interpreter needs attention (see the message or the log)',
+    crashed: 'Server: stopped after repeated crashes (Restart server)',
+    stopped: 'Server: stopped',
+  };
+  const icon = server === 'running' ? '$(circuit-board)' : server === 'starting' ? '$(sync~spin)' : '$(warning)';
+  warning = warning || server === 'needs-setup' || server === 'crashed';
+  return {
+    text: `${icon} NKI ${target} · ${runnerText}`,
+    tooltip: `NKI Agent — target: ${target}\n${runnerTip}\n${serverTip[server]}\nClick for NKI Agent actions`,
+    warning,
+  };
+}
+
+export class StatusBar implements vscode.Disposable {
+  private readonly item: vscode.StatusBarItem;
+
+  constructor() {
+    this.item = vscode.window.createStatusBarItem('nkiAgent.status', vscode.StatusBarAlignment.Left, 50);
+    this.item.name = 'NKI Agent';
+    this.item.command = COMMANDS.statusMenu;
+  }
+
+  show(view: StatusView): void {
+    this.item.text = view.text;
+    this.item.tooltip = view.tooltip;
+    this.item.backgroundColor = view.warning ? new vscode.ThemeColor('statusBarItem.warningBackground') : undefined;
+    this.item.show();
+  }
+
+  dispose(): void {
+    this.item.dispose();
+  }
+}

@@ -6,6 +6,9 @@ They run in worker threads (never on the event loop) and know nothing about LSP:
 - ``simulate`` / ``verify``: the embedded toolchain in its sandboxed worker (``toolchain.api``), on a
   private temporary copy of the buffer (the toolchain reads files; the server must analyse the
   buffer, not the disk). Problem paths that name the copy are mapped back to the document.
+- ``run_taskless``: a kernel with no task, simulated in the sandbox all the same (``toolchain.taskless``):
+  via its ``__main__`` driver, a pytest test of the workspace, or its shape lines; a ``simulate`` run
+  whose ``SimulateResult.via`` says which.
 
 - ``remote``: a profile job (verify + latency) on the remote runner at ``runnerUrl``
   (``runner.client.RemoteRunner`` sends the buffer's copy, its task and sibling modules); the local
@@ -29,7 +32,7 @@ from ..diagnostics.fixes import verified_fixes
 from ..diagnostics.model import Diagnostic, Fix, RelatedInfo, from_problem
 from ..diagnostics.static import Settings as CheckSettings
 from ..diagnostics.static import check_text
-from ..toolchain import api
+from ..toolchain import api, taskless
 from ..toolchain.errors import doc_url
 from ..toolchain.protocol import SimulateResult, TraceEntry, VerifyResult
 from ..toolchain.runner import Runner
@@ -69,6 +72,12 @@ class RunResult:
     result: VerifyResult | SimulateResult
     task: str
     text: str | None = None  # the buffer it ran on: maps its line numbers (trace, estimate) onto later edits
+    kernels: tuple[str, ...] = ()  # the kernels of the buffer it ran (the code lens marks these); () unknown
+
+    @property
+    def via(self) -> str:
+        """What ran: "task", or without one "main" / "test" / "shapes" / "none" (``SimulateResult.via``)."""
+        return self.result.via if isinstance(self.result, SimulateResult) else "task"
 
     @property
     def trace(self) -> list[TraceEntry]:
@@ -141,9 +150,72 @@ def run(kind: str, snap: Snapshot, task: TaskRef, settings: ServerSettings,
                       for p in res.problem_list())
         if isinstance(res, VerifyResult) and res.compiled and not res.correct and not diags:
             diags = (wrong_result(res, snap, source),)
-        return RunResult(kind, snap.revision, snap.version, diags, res, task.path, snap.text)
+        return RunResult(kind, snap.revision, snap.version, diags, res, task.path, snap.text,
+                         ran_kernels(res, snap.text, task))
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def run_taskless(snap: Snapshot, settings: ServerSettings, root: str | None,
+                 cancel: threading.Event | None = None) -> RunResult:
+    """Simulate the buffer of a kernel with no task (``toolchain.taskless``: its ``__main__`` driver, a pytest
+    test of the workspace, its shape lines) in the sandbox, on a private copy that the test imports in place
+    of the file on disk. A ``simulate`` run; ``result.via`` says what ran ("none": nothing could)."""
+    tmpdir = tempfile.mkdtemp(prefix="nki-agent-")
+    try:
+        kernel = os.path.join(tmpdir, os.path.basename(snap.path) or "kernel.py")
+        with open(kernel, "w", encoding="utf-8", errors="surrogatepass") as fh:
+            fh.write(snap.text)
+        target = None if settings.target == "auto" else settings.target
+        folder = os.path.dirname(snap.path) if snap.path else ""
+        search = [folder] if folder and os.path.isdir(folder) else []
+        res = api.simulate_taskless(kernel, origin=snap.path or kernel, text=snap.text, root=root, target=target,
+                                    timeout=SIM_TIMEOUT, cancel=cancel, search_path=search)
+        kernels = ran_kernels(res, snap.text, None)
+        line = _def_line(snap.text, kernels[0]) if kernels else _kernel_line(snap.text)
+        diags = tuple(_relocate(from_problem(p, SIM_SOURCE, snap.path), kernel, snap, "", line)
+                      for p in res.problem_list())
+        return RunResult("simulate", snap.revision, snap.version, diags, res, "", snap.text, kernels)
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+_TASK_KERNEL = re.compile(r"^KERNEL\s*=\s*['\"]([A-Za-z_]\w*)['\"]", re.MULTILINE)
+
+
+def ran_kernels(res: VerifyResult | SimulateResult, text: str, task: TaskRef | None) -> tuple[str, ...]:
+    """The kernels of the buffer a run ran: those a task-less run launched, a simulation's ``kernel_name``,
+    else the task's (``task_kernels``); () when unknown."""
+    if isinstance(res, SimulateResult) and res.launches:
+        return tuple(dict.fromkeys(launch.kernel_name for launch in res.launches))
+    if isinstance(res, SimulateResult) and res.kernel_name:
+        return (res.kernel_name,)
+    return task_kernels(text, task)
+
+
+def task_kernels(text: str, task: TaskRef | None) -> tuple[str, ...]:
+    """The kernel a task runs, known without running anything: its ``KERNEL = "..."`` (read, never
+    executed), else the buffer's only kernel; () when unknown."""
+    if task is not None:
+        source = text if task.path == SELF else _read_small(task.path)
+        m = _TASK_KERNEL.search(source)
+        if m:
+            return (m.group(1),)
+    names = [k.name for k in taskless.kernel_defs(taskless.parse(text), text)]
+    return (names[0],) if len(names) == 1 else ()
+
+
+def _read_small(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read(1 << 20)
+    except OSError:
+        return ""
+
+
+def _def_line(text: str, name: str) -> int:
+    m = re.search(rf"^[ \t]*(?:async[ \t]+)?def[ \t]+{re.escape(name)}\b", text, re.MULTILINE)
+    return text.count("\n", 0, m.start()) + 1 if m else _kernel_line(text)
 
 
 def disagreement(local: RunResult, remote: RunResult, snap: Snapshot, where: str) -> Diagnostic | None:
@@ -181,13 +253,15 @@ def _kernel_line(text: str) -> int:
     return text.count("\n", 0, m.start("def")) + 1 if m else 1
 
 
-def _relocate(d: Diagnostic, tmp_kernel: str, snap: Snapshot, task_path: str) -> Diagnostic:
-    """Map the temporary copy's path back to the document; problems in other files land on line 1."""
+def _relocate(d: Diagnostic, tmp_kernel: str, snap: Snapshot, task_path: str, line: int = 1) -> Diagnostic:
+    """Map the temporary copy's path back to the document; problems in other files (the task, a test) land
+    on ``line`` (the kernel's ``def`` when known), naming where they were reported."""
     related = tuple(replace(r, path=snap.path) if _same(r.path, tmp_kernel) else r for r in d.related)
     if _same(d.path, tmp_kernel) or not d.path:
         return replace(d, path=snap.path, related=related)
     where = RelatedInfo(d.path, d.line, d.column, f"{d.code} reported here")
-    return replace(d, path=snap.path, line=1, column=1, end_line=1, end_column=2,
+    end = 2 if line == 1 else len((snap.text.split("\n") + [""])[line - 1]) + 1
+    return replace(d, path=snap.path, line=line, column=1, end_line=line, end_column=max(end, 2),
                    message=f"{d.message} (in {os.path.basename(d.path)}:{d.line})", related=(where,) + related)
 
 

@@ -23,6 +23,7 @@ from lsprotocol import types as T
 
 from ..diagnostics.cost_view import CostView, place
 from ..diagnostics.model import Diagnostic, dedupe
+from ..toolchain import taskless
 from ..toolchain.errors import doc_url
 from ..toolchain.protocol import SimulateResult
 from ..toolchain.task_discovery import missing_task
@@ -71,6 +72,7 @@ class DocState:
     runs: dict[str, RunResult] = field(default_factory=dict)  # simulate / verify -> last result (any revision)
     pending: asyncio.Task[None] | None = None
     facts: tuple[int, str, Facts] | None = None  # (revision, target, facts)
+    taskless_facts: tuple[int, taskless.Facts] | None = None  # (revision, what a task-less run would run)
 
 
 class ServerState:
@@ -100,18 +102,26 @@ class ServerState:
         return discover(snap.path, snap.text, dict(self.settings.task_map), self.root)
 
     def input_shapes(self, snap: Snapshot, facts: Facts | None = None) -> dict[str, dict[str, tuple[int, ...]]]:
-        """kernel -> param -> shape from the last simulation's inputs (when the toolchain reports them)."""
+        """kernel -> param -> shape from the last simulation's inputs (a task's, or each kernel a task-less
+        run launched: its first launch)."""
         st = self.docs.get(snap.uri)
         run = (st.runs.get("simulate") or st.runs.get("verify")) if st is not None else None
         sim = run.result if run is not None and isinstance(run.result, SimulateResult) else None
-        if sim is None or not sim.inputs or facts is None or not facts.kernels:
+        if sim is None or facts is None or not facts.kernels:
             return {}
-        kernel = next((k for k in facts.kernels if k.name == sim.kernel_name), facts.kernels[0])
-        shapes = {}
-        for (param, _, _), spec in zip(kernel.params, sim.inputs):
-            if spec.shape is not None:
-                shapes[param] = tuple(spec.shape)
-        return {kernel.name: shapes}
+        launched = [(launch.kernel_name, launch.inputs) for launch in sim.launches]
+        if not launched and sim.inputs:
+            launched = [(sim.kernel_name, sim.inputs)]
+        out: dict[str, dict[str, tuple[int, ...]]] = {}
+        for name, inputs in launched:
+            kernel = next((k for k in facts.kernels if k.name == name), None)
+            if kernel is None and not sim.launches:
+                kernel = facts.kernels[0]
+            if kernel is None or kernel.name in out:
+                continue
+            out[kernel.name] = {param: tuple(spec.shape) for (param, _, _), spec in zip(kernel.params, inputs)
+                                if spec.shape is not None}
+        return out
 
     def cost_view(self, snap: Snapshot) -> CostView | None:
         """The cost model's estimate from the document's newest local run that has one (verify or simulate;
@@ -161,10 +171,19 @@ class ServerState:
     # -- simulation / verification tier ----------------------------------------------------------
     async def run(self, kind: str, snap: Snapshot, task: TaskRef) -> RunResult | None:
         """Simulate or verify ``snap`` in the sandbox; publish if still current."""
+        return await self._execute(kind, snap, lambda stop: analysis.run(kind, snap, task, self.settings, stop))
+
+    async def run_taskless(self, snap: Snapshot) -> RunResult | None:
+        """Simulate ``snap``, a kernel with no task, in the sandbox all the same (its ``__main__`` driver, a
+        pytest test of the workspace, its shape lines: ``toolchain.taskless``); publish if still current."""
+        return await self._execute("simulate", snap,
+                                   lambda stop: analysis.run_taskless(snap, self.settings, self.root, stop))
+
+    async def _execute(self, kind: str, snap: Snapshot, job: Callable[[threading.Event], RunResult]) -> RunResult | None:
         loop = asyncio.get_running_loop()
         stop = threading.Event()
         try:
-            result = await loop.run_in_executor(self.run_pool, analysis.run, kind, snap, task, self.settings, stop)
+            result = await loop.run_in_executor(self.run_pool, job, stop)
             self.stats.sim_runs += 1
         except asyncio.CancelledError:
             stop.set()  # the sandboxed worker is killed, not left running for a result nobody wants
@@ -178,7 +197,7 @@ class ServerState:
         self.doc(snap.uri).runs[kind] = result
         if self.store.is_current(snap):
             self.publish(snap.uri)
-            if isinstance(result.result, SimulateResult) and result.result.inputs:
+            if isinstance(result.result, SimulateResult) and (result.result.inputs or result.result.launches):
                 self.schedule_static(snap, 0)  # the inputs make the static checks rank-aware
         else:
             self.stats.stale_dropped += 1
@@ -186,7 +205,8 @@ class ServerState:
 
     def on_save(self, snap: Snapshot) -> None:
         """simulate (or verify, ``verifyOnSave`` local / remote) the saved revision; ``remote`` also sends
-        it to the runner (the local run still gives hovers their trace and flags a disagreement)."""
+        it to the runner (the local run still gives hovers their trace and flags a disagreement). A kernel
+        with no task is simulated all the same (``run_taskless``): verification needs a task."""
         if snap.too_large:
             return
         mode = self.settings.verify_on_save
@@ -194,6 +214,7 @@ class ServerState:
             return
         task = self.task_of(snap)
         if task is None:
+            asyncio.ensure_future(self._taskless_and_refresh(snap))
             return
         if mode == "remote" and not self.settings.runner_url:
             self.show_once("runner-url", 'NKI Agent: verifyOnSave is "remote" but nkiAgent.runnerUrl is empty; '
@@ -202,6 +223,22 @@ class ServerState:
         asyncio.ensure_future(self._run_and_refresh(kind, snap, task))
         if mode == "remote" and self.settings.runner_url:
             asyncio.ensure_future(self.remote.run(snap, task))
+
+    async def _taskless_and_refresh(self, snap: Snapshot) -> None:
+        if await self.run_taskless(snap) is not None:
+            self.refresh_lenses()  # the lens says what ran
+
+    async def taskless_facts(self, snap: Snapshot) -> taskless.Facts:
+        """What a task-less run of ``snap`` would run (its ``__main__``, tests, shape lines), for the code lens
+        and the "Add input shapes" action; computed off the event loop (test discovery reads the workspace)."""
+        st = self.doc(snap.uri)
+        if st.taskless_facts is not None and st.taskless_facts[0] == snap.revision:
+            return st.taskless_facts[1]
+        loop = asyncio.get_running_loop()
+        found = await loop.run_in_executor(self.static_pool, taskless.read_facts, snap.path, snap.text, self.root)
+        if self.store.is_current(snap):
+            st.taskless_facts = (snap.revision, found)
+        return found
 
     async def _run_and_refresh(self, kind: str, snap: Snapshot, task: TaskRef) -> None:
         result = await self.run(kind, snap, task)

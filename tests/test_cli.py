@@ -186,10 +186,10 @@ def test_check_syntax_error_fixture() -> None:
 # -------------------------------------------------------------------------------------- usage errors
 @pytest.mark.parametrize("args", [
     ("verify", "examples/l1_add/kernel_classic.py", "--json"),  # missing --task
-    ("simulate", "examples/l1_add/kernel_classic.py"),  # missing --task
+    ("simulate",),  # missing kernel (without --task it is found, or the file runs without one)
     ("verify", "examples/l1_add/kernel_classic.py", "--task", "examples/l1_add/task.py", "--target", "trn9"),
     ("frobnicate",),  # unknown command
-], ids=["verify_missing_task", "simulate_missing_task", "bad_target", "unknown_command"])
+], ids=["verify_missing_task", "simulate_missing_kernel", "bad_target", "unknown_command"])
 def test_usage_errors_exit_2(args: tuple[str, ...]) -> None:
     proc = cli(*args)
     assert proc.returncode == 2, f"rc={proc.returncode}\n{proc.stdout}\n{proc.stderr}"

@@ -32,7 +32,7 @@ from .protocol import CompileResult, ProfileResult, SimulateResult, TaskDescript
 DEFAULT_TIMEOUT = sandbox.DEFAULT_TIMEOUT
 
 __all__ = ["DEFAULT_TIMEOUT", "IN_PROCESS", "compile", "describe_task", "estimate", "problems_of", "profile",
-           "simulate", "verify"]
+           "simulate", "simulate_taskless", "verify"]
 
 
 def verify(kernel: str, task: str, seeds: int = 3, target: str | None = None, kernel_name: str | None = None,
@@ -63,6 +63,32 @@ def simulate(kernel: str, task: str, target: str | None = None, kernel_name: str
         return in_process.simulate(kernel, task, target, kernel_name, seed, timeout, search_path)
     return runner.current().simulate(kernel, task, target=target, kernel_name=kernel_name, seed=seed,
                                      timeout=timeout, cancel=cancel, search_path=search_path)
+
+
+def simulate_taskless(kernel: str, origin: str | None = None, text: str | None = None, root: str | None = None,
+                      target: str | None = None, isolate: bool = True, timeout: float = DEFAULT_TIMEOUT,
+                      cancel: threading.Event | None = None, search_path: Sequence[str] = ()) -> SimulateResult:
+    """Simulate a kernel file that has no task (``taskless.py``): its ``__main__`` driver, else a pytest test
+    of the workspace calling its kernel, else the inputs of its shape lines (``# nki: a=(256, 512) float32``)
+    — the first that launches a kernel of the file. ``SimulateResult.via`` says which ("none": no inputs).
+
+    ``origin``: the user's file ``kernel`` is a copy of (the server simulates a copy of the buffer; its name
+    and folder find the tests, and the copy is what the tests import), ``text`` its text; ``root``: the
+    workspace, searched for tests when the kernel is inside it (else the kernel's folder). Always on this
+    machine's jail (or in process with ``isolate=False``): a remote runner needs a task."""
+    from . import taskless
+
+    timeout_each = timeout
+
+    def run_one(req: dict[str, object]) -> SimulateResult:
+        if not isolate:
+            from . import in_process
+
+            return in_process.taskless(dict(req, time_limit=max(timeout_each - 2.0, timeout_each * 0.9)))
+        return runner.LocalRunner().taskless(dict(req), timeout=timeout_each, cancel=cancel)
+
+    return taskless.simulate(kernel, run_one, origin=origin, text=text, root=root, target=target,  # type: ignore[no-any-return]
+                             search_path=search_path)
 
 
 def estimate(kernel: str, task: str, target: str | None = None, kernel_name: str | None = None, seed: int = 0,

@@ -75,6 +75,18 @@ def simulate(kernel_path: str, task_path: str, target: str | None, kernel_name: 
                  kernel_path, "simulation")
 
 
+def taskless(request: dict[str, Any]) -> SimulateResult:
+    """One task-less run (``taskless.run_job``) here; ``__main__``, ``sys.argv``, ``sys.path`` and the modules
+    it imported are put back afterwards (the code still ran in this process: trusted callers only)."""
+    from .results import parse
+    from .taskless import contained, run_job
+
+    kernel = str(request.get("kernel", ""))
+    with contained():
+        data = dict(run_job(dict(request)), sandbox=IN_PROCESS)
+    return parse(SimulateResult, data, {"kernel": kernel, "task": "", "sandbox": IN_PROCESS}, kernel, "simulation")
+
+
 def describe(task_path: str, search_path: Sequence[str]) -> TaskDescription:
     from .results import parse
     from .tasks import describe_task

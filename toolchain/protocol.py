@@ -27,6 +27,9 @@ Op = Literal["compile", "simulate", "verify", "profile", "baseline"]
 Stage = Literal["none", "compiled", "correct", "latency"]
 JobState = Literal["queued", "running", "done", "failed", "cancelled"]
 LatencyKind = Literal["measured", "estimated", "not measured"]
+# what a simulation ran: the task's inputs, or (no task) the file's __main__ driver, a pytest test of the
+# workspace, the inputs of its shape lines, or nothing (no inputs found: ``toolchain/taskless.py``)
+Via = Literal["task", "main", "test", "shapes", "none"]
 
 MAX_SOURCE_CHARS = 256 * 1024  # one kernel / task / module file (Kernel Forge's cap on kernel_source)
 MAX_MODULES = 32
@@ -199,9 +202,30 @@ class CompileResult(_Result):
     kernel_name: str = ""
 
 
+class KernelLaunch(_Model):
+    """One launch of a kernel of the simulated file (a task-less run may launch several kernels, or one many
+    times): the arguments it was given (one per parameter, in signature order) and its outputs."""
+
+    kernel_name: str
+    inputs: list[ArgSpec] = Field(default_factory=list)
+    grid: list[int] = Field(default_factory=list)
+    outputs: list[OutputSummary] = Field(default_factory=list)
+    completed: bool = True  # False: the launch stopped with an error (its inputs are still known)
+
+
 class SimulateResult(_Result):
+    """One simulated run. With a task: the kernel on the task's inputs (``via`` "task"). Without one
+    (``taskless.py``): what ran — ``via`` "main" (the file's ``__main__`` driver, whose own assertions are the
+    verdict), "test" (``via_test``, a pytest test of the workspace), "shapes" (inputs from shape lines) or
+    "none" (no inputs) — and each kernel of the file it launched (``launches``; ``kernel_name`` / ``inputs``
+    are the first of them); ``tried``: sources passed over because they launched no kernel of the file."""
+
     op: Literal["simulate"] = "simulate"
     ran: bool = False
+    via: Via = "task"
+    via_test: str = ""  # "test_add.py::test_add" when via is "test"
+    launches: list[KernelLaunch] = Field(default_factory=list)
+    tried: list[str] = Field(default_factory=list)
     kernel_name: str = ""
     inputs: list[ArgSpec] = Field(default_factory=list)
     outputs: list[OutputSummary] = Field(default_factory=list)

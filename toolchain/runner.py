@@ -134,6 +134,18 @@ class LocalRunner:
                                           timeout=timeout, cancel=cancel, search_path=search_path,
                                           protect=protect, hidden_seeds=hidden_seeds))
 
+    def taskless(self, request: dict[str, Any], *, timeout: float = sandbox.DEFAULT_TIMEOUT,
+                 cancel: threading.Event | None = None) -> SimulateResult:
+        """One task-less run (a ``taskless.request``: the file's ``__main__`` driver, a pytest test, its shape
+        lines) in a jailed worker. This runner's own, not part of the ``Runner`` protocol: a remote runner
+        needs a task."""
+        from .results import parse
+
+        kernel = str(request.get("kernel", ""))
+        base = {"kernel": kernel, "task": "", "via": request.get("via", "none")}
+        reply = sandbox.run(dict(request), timeout=timeout, cancel=cancel)
+        return parse(SimulateResult, _body(reply, base), dict(base, sandbox=str(reply.get("sandbox", ""))), kernel)
+
     def describe(self, task: str, *, timeout: float = 30.0, search_path: Sequence[str] = ()) -> TaskDescription:
         from .results import parse
 

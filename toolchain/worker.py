@@ -10,7 +10,8 @@ worker roles of a verification, ``roles.py``; ``kernel`` with ``role: "device"``
 Neuron device, ``device_role.py``), ``baseline`` (the task's reference timed, ``baseline_role.py``),
 ``simulate`` (``estimate`` / ``timeline`` / ``sensitivities`` / ``arithmetic``: the cost model's estimate of
 the launch, with its engine timeline or its sensitivities to the model's constants, on a trace-only run if
-asked) and ``describe``. A request's
+asked), ``taskless`` (a kernel file with no task: its ``__main__`` driver, a pytest test or its shape lines,
+``taskless.py``) and ``describe``. A request's
 ``search_path`` (folders the kernel and task may import from after their own) is passed to
 ``tasks.load_module``; the worker never writes bytecode.
 """
@@ -119,6 +120,10 @@ def handle(req: dict[str, Any], out_fd: int) -> tuple[dict[str, Any], list[Any]]
                                                      arithmetic=_flag(req, "arithmetic", True),
                                                      sensitivities=_flag(req, "sensitivities", False),
                                                      calibration=_calibration(req))}, []
+    if op == "taskless":
+        from .taskless import run_job
+
+        return {"ok": True, "result": run_job(req)}, []
     if op == "describe":
         from .tasks import describe_task
 

@@ -21,6 +21,7 @@ from ...diagnostics.model import Fix
 from .. import analysis, run_fixes
 from ..convert import lsp_range, to_lsp_edit
 from .commands import EXPLAIN, FIX_KERNEL, VERIFY
+from .input_shapes import actions as input_shape_actions
 
 if TYPE_CHECKING:
     from ..app import NkiLanguageServer
@@ -112,4 +113,5 @@ def register(ls: NkiLanguageServer) -> None:
             actions.append(T.CodeAction(title="NKI: Fix kernel with agent",
                                         command=T.Command(title="Fix kernel with agent", command=FIX_KERNEL,
                                                           arguments=[uri])))
+        actions.extend(await input_shape_actions(ls, uri, params))
         return actions

@@ -1,7 +1,12 @@
-"""textDocument/codeLens: above each kernel ``def``, the last verification and a Verify command, with the
-cost model's estimate of that kernel appended ("· ≈ 6.97 ms est. trn1, TensorE-bound", always "est.");
+"""textDocument/codeLens: above the kernel ``def`` that ran, the last verification and a Verify command, with
+the cost model's estimate of that kernel appended ("· ≈ 6.97 ms est. trn1, TensorE-bound", always "est.");
 with a remote runner, a second lens ("NKI runner: ...") with its verdict and latency as the runner reports
-it — the two are never merged."""
+it — the two are never merged.
+
+Only the kernels a run ran carry its lens (a file with two kernels whose task, driver or shape line runs one
+marks that one); before any run, or when it is not known which kernel ran, every kernel has it. A kernel
+with no task says plainly what saving runs or ran ("simulated via __main__", "simulated via
+test_add.py::test_add", "simulated from the shape line", "no inputs: add a shape line or a task")."""
 
 from __future__ import annotations
 
@@ -10,7 +15,9 @@ from typing import TYPE_CHECKING
 from lsprotocol import types as T
 
 from ...diagnostics.cost_view import CostView
-from ...toolchain.protocol import ProfileResult, VerifyResult
+from ...toolchain import taskless
+from ...toolchain.protocol import ProfileResult, SimulateResult, VerifyResult
+from .. import analysis
 from ..positions import to_lsp
 from .commands import VERIFY
 
@@ -46,6 +53,38 @@ def title(run: RunResult | None, backend: str, view: CostView | None = None, no_
     return f"NKI: ✗ {codes} ({backend}){note} — Verify again"
 
 
+def taskless_title(run: RunResult | None, backend: str, facts: taskless.Facts | None,
+                   view: CostView | None = None) -> str:
+    """The lens of a kernel with no task: what its last save ran and how that went, or (before a save) what
+    saving will run; "no inputs: ..." when there is nothing to run it with."""
+    note = estimate_note(view)
+    if run is None or not isinstance(run.result, SimulateResult) or run.result.via == "task":
+        plans = taskless.plans(facts) if facts is not None else []
+        if not plans:
+            return NO_INPUTS
+        how = "from the shape line" if plans[0].via == "shapes" else f"via {plans[0].label}"
+        return f"NKI: no task — saving simulates {how}"
+    res = run.result
+    if res.via == "none":
+        return NO_INPUTS
+    label = {"main": "__main__", "test": res.via_test or "the test"}.get(res.via, "the shape line")
+    how = "from the shape line" if res.via == "shapes" else f"via {label}"
+    if res.sandbox == "unsandboxed":
+        backend += ", UNSANDBOXED"
+    errors = ", ".join(sorted({d.code for d in run.diagnostics if d.severity == "error"}))
+    if not res.launches:
+        return f"NKI: ✗ {errors or 'nothing ran'} — {label} launched no kernel of this file ({backend}); add a shape " \
+               "line or a task"
+    if errors:
+        return f"NKI: ✗ {errors} — simulated {how} ({backend}){note}"
+    checked = {"main": ", its checks pass", "test": ", the test passes"}.get(res.via, ", nothing to compare with")
+    return f"NKI: ✓ simulated {how} on {res.target or '?'} ({backend}){checked}{note}"
+
+
+NO_INPUTS = ("NKI: no inputs: add a shape line or a task — no task found; e.g. `# nki: a=(128, 512) float32` "
+             "above the kernel, or `# nki-task: PATH`")
+
+
 def remote_title(run: RunResult) -> str:
     """The remote runner's verdict and latency: "NKI runner: ✓ correct (simulator backend) · p50 ..."."""
     res = run.result
@@ -59,6 +98,12 @@ def remote_title(run: RunResult) -> str:
     return f"NKI runner: ✗ {codes} ({where})"
 
 
+def marked(run: RunResult | None, names: list[str]) -> set[str]:
+    """The kernels that carry the lens of ``run``: those it ran, when it names any of ``names``; else all."""
+    ran = set(run.kernels) & set(names) if run is not None else set()
+    return ran or set(names)
+
+
 def register(ls: NkiLanguageServer) -> None:
     @ls.feature(T.TEXT_DOCUMENT_CODE_LENS)
     async def code_lens(ls: NkiLanguageServer, params: T.CodeLensParams) -> list[T.CodeLens]:
@@ -68,16 +113,33 @@ def register(ls: NkiLanguageServer) -> None:
         facts = await ls.state.facts(snap)
         st = ls.state.docs.get(snap.uri)
         run = st.runs.get("verify") if st else None
+        sim = st.runs.get("simulate") if st else None
         remote = st.runs.get("remote") if st else None
         lines = snap.text.split("\n")
         view = ls.state.cost_view(snap)
         estimated = view.kernel_line([(k.name, k.line) for k in facts.kernels]) if view else None
+        backend = ls.state.settings.compiler_backend
         out = []
-        no_task = run is None and ls.state.task_of(snap) is None
+        task = ls.state.task_of(snap)
+        no_task = task is None
+        names = [k.name for k in facts.kernels]
+        found = await ls.state.taskless_facts(snap) if no_task else None
+        if no_task and sim is not None and sim.via != "task":
+            shown = marked(sim, names) if sim.result.via != "none" else set(names)
+        elif run is None and sim is None and task is not None:  # not run yet: the kernel its task names
+            shown = set(analysis.task_kernels(snap.text, task)) & set(names) or set(names)
+        else:
+            shown = marked(run or sim, names)
         for k in facts.kernels:
+            if k.name not in shown:
+                continue
             pl, pc = to_lsp(lines, k.line, 1)
             rng = T.Range(T.Position(pl, 0), T.Position(pl, pc))
-            text = title(run, ls.state.settings.compiler_backend, view if k.line == estimated else None, no_task)
+            note_view = view if k.line == estimated else None
+            if no_task and run is None:
+                text = taskless_title(sim, backend, found, note_view)
+            else:
+                text = title(run, backend, note_view)
             out.append(T.CodeLens(range=rng, command=T.Command(title=text, command=VERIFY, arguments=[snap.uri])))
             if remote is not None:
                 out.append(T.CodeLens(range=rng, command=T.Command(

@@ -1,0 +1,61 @@
+"""The "Add input shapes" code action: a kernel with nothing to run it (no task, no ``__main__`` driver, no
+test that calls it) gets a shape line inserted above its decorator, pre-filled from what is known —
+
+    # nki: a=(128, 512) float32, b=(128, 512) float32
+
+— each required parameter with the shape and dtype the static analysis (or an earlier run) knows, unknown
+dimensions as ``128`` for the user to edit (``toolchain.taskless.shape_line``). Saving then simulates the
+kernel on random inputs of those shapes (``toolchain.taskless``, "simulated from the shape line").
+
+Called from ``code_actions.py`` (``actions``), so the lightbulb of any position offers it; a request whose
+range touches a kernel offers it for that kernel only.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lsprotocol import types as T
+
+from ...toolchain import taskless
+from ..positions import to_lsp
+
+if TYPE_CHECKING:
+    from ..app import NkiLanguageServer
+
+TITLE = "Add input shapes"
+
+
+async def actions(ls: NkiLanguageServer, uri: str, params: T.CodeActionParams) -> list[T.CodeAction]:
+    """One "Add input shapes" action per kernel that has nothing to run it with (none when it has a task)."""
+    snap = ls.state.store.get(uri)
+    if snap is None or snap.too_large or ls.state.task_of(snap) is not None:
+        return []
+    found = await ls.state.taskless_facts(snap)
+    if found.main_line or found.tests or not ls.state.store.is_current(snap):
+        return []
+    lacking = [k for k in found.kernels if k.name not in found.shapes]
+    first, last = params.range.start.line + 1, params.range.end.line + 1
+    touched = [k for k in lacking if k.first_line <= last and first <= k.end_line]
+    chosen = touched or lacking
+    if not chosen:
+        return []
+    facts = await ls.state.facts(snap)
+    ran = ls.state.input_shapes(snap, facts)
+    lines = snap.text.split("\n")
+    out = []
+    for k in chosen:
+        known: dict[str, tuple[tuple[int | None, ...] | None, str | None]] = {}
+        for f in facts.tensors:  # parameters whose shape the static analysis knows (annotations)
+            if f.line == k.line and f.name in k.params and f.shape is not None:
+                known[f.name] = (f.shape, f.dtype)
+        for name, shape in ran.get(k.name, {}).items():
+            known[name] = (shape, known.get(name, (None, None))[1])
+        pl, pc = to_lsp(lines, k.first_line, 1)
+        edit = T.TextEdit(range=T.Range(T.Position(pl, pc), T.Position(pl, pc)),
+                          new_text=taskless.shape_line(k, known) + "\n")
+        title = TITLE if len(found.kernels) == 1 else f"{TITLE} of `{k.name}`"
+        out.append(T.CodeAction(title=title, kind=T.CodeActionKind.QuickFix, edit=T.WorkspaceEdit(document_changes=[
+            T.TextDocumentEdit(text_document=T.OptionalVersionedTextDocumentIdentifier(uri=uri, version=snap.version),
+                               edits=[edit])])))
+    return out

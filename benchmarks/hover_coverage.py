@@ -149,8 +149,14 @@ def targets_of(path: str, text: str) -> tuple[list[Target], int]:
                     shift = first.end_col_offset - len(first.attr) - first.col_offset \
                         if first.end_col_offset is not None else 0
                     out.append(at(first, "api", f"{ns}.{name}", shift))
-        for stmt in ast.walk(fn):
-            if not isinstance(stmt, (ast.Assign, ast.AnnAssign)) or stmt.value is None:
+        statements = sorted((n for n in ast.walk(fn) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.For))),
+                            key=lambda n: (n.lineno, n.col_offset))  # in source order: facts flow forward
+        for stmt in statements:
+            if isinstance(stmt, ast.For):  # a loop over something computed from an input
+                if {n.id for n in ast.walk(stmt.iter) if isinstance(n, ast.Name)} & tainted:
+                    tainted.update(n.id for n in ast.walk(stmt.target) if isinstance(n, ast.Name))
+                continue
+            if stmt.value is None:
                 continue
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
             names = {n.id for n in ast.walk(stmt.value) if isinstance(n, ast.Name)}

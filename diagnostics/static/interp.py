@@ -412,18 +412,17 @@ class Interpreter:
 
     def _slice_extent(self, key: ast.Slice, base: Value, axis: int) -> int | None:
         """``hi - lo`` of a step-1 slice when it is the same number for every value of the unknown ints in it
-        (``x[i * 128:(i + 1) * 128]`` is 128 rows); ``:`` is the base's dim."""
-        if key.step is not None and known_int(self.expr(key.step)) != 1:
+        (``x[i * 128:(i + 1) * 128]`` is 128 rows); an open end is the base's dim. Each bound is evaluated
+        once (its events reach the rules once)."""
+        step = known_int(self.expr(key.step)) if key.step is not None else 1
+        lo = known_int(self.expr(key.lower)) if key.lower is not None else 0
+        hi = known_int(self.expr(key.upper)) if key.upper is not None else None
+        if step != 1:
             return None
-        if key.lower is not None:
-            self.expr(key.lower)
         if key.upper is None:
             dim = base.shape[axis] if isinstance(base, TileV) and base.shape is not None and axis < len(base.shape) \
                 else None
-            lo = known_int(self.expr(key.lower)) if key.lower is not None else 0
             return dim - lo if dim is not None and lo is not None and 0 <= lo <= dim else None
-        self.expr(key.upper)
-        lo, hi = (known_int(self.expr(x)) if x is not None else 0 for x in (key.lower, key.upper))
         if hi is not None and lo is not None:
             return hi - lo if hi >= lo >= 0 else None
         extents = set()
@@ -463,8 +462,10 @@ class Interpreter:
                 return x * y
             return None  # // and % are not linear: no claim
         if isinstance(e, ast.Attribute):
-            v = self.expr(e)
-            return known_int(v)
+            q = self.api(self.qualname(e))
+            if q is not None and q[0] == "nl" and q[1].startswith("tile_size."):
+                return TILE_SIZE.get(q[1].split(".", 1)[1])
+            return None
         return None
 
     def _is_ds(self, key: ast.expr) -> bool:

@@ -23,8 +23,7 @@ from lsprotocol import types as T
 from ...diagnostics import api_reference as api_table
 from ...diagnostics.cost_view import CostView, estimate_markdown, line_phrase, loop_phrase
 from ...toolchain.protocol import ProfileResult, VerifyResult
-from ...toolchain.source_facts import declared_target, namespace_of
-from ...toolchain.source_facts import generation_of_modules
+from ...toolchain.source_facts import declared_target, generation_of_modules, namespace_of
 from ...toolchain.targets import get_target, resolve_target
 from ..explain import code_at, explain
 from ..facts import Facts, TensorFact, fact_at, simulation_facts
@@ -114,6 +113,9 @@ def tensor_markdown(f: TensorFact, target: str) -> str:
             cap = t.sbuf_bytes_per_partition if f.buffer == "sbuf" else t.psum_bytes_per_partition
             rows.append(f"| bytes / partition | {per:,} B of {cap:,} B ({100 * per / cap:.1f}% of "
                         f"{(f.buffer or '').upper()} on {t.name}) |")
+    if f.source == "static" and (f.shape is None or None in f.shape):
+        rows.append("| | `?`: depends on values known only when the kernel runs (its inputs' shapes); the next "
+                    "simulation fills it in |")
     rows.append(f"| {target} capacity | SBUF {t.sbuf_bytes_per_partition:,} B, PSUM {t.psum_bytes_per_partition:,} B "
                 "per partition |")
     return "\n".join(rows)

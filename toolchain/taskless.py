@@ -116,18 +116,37 @@ def kernel_defs(tree: ast.Module | None, text: str) -> list[KernelDef]:
     return out
 
 
-def has_main(tree: ast.Module | None) -> int:
-    """The line of the module's ``if __name__ == "__main__":`` block (0: none)."""
+def main_block(tree: ast.Module | None) -> ast.If | None:
+    """The module's ``if __name__ == "__main__":`` block, if any."""
     if tree is None:
-        return 0
+        return None
     for node in tree.body:
         if isinstance(node, ast.If) and isinstance(node.test, ast.Compare) and len(node.test.ops) == 1 \
                 and isinstance(node.test.ops[0], ast.Eq):
             sides = [node.test.left, node.test.comparators[0]]
             if any(isinstance(s, ast.Name) and s.id == "__name__" for s in sides) and \
                     any(isinstance(s, ast.Constant) and s.value == "__main__" for s in sides):
-                return node.lineno
-    return 0
+                return node
+    return None
+
+
+def has_main(tree: ast.Module | None) -> int:
+    """The line of the module's ``if __name__ == "__main__":`` block (0: none)."""
+    block = main_block(tree)
+    return block.lineno if block is not None else 0
+
+
+_CHECKS = {"assert_allclose", "assert_array_equal", "assert_array_almost_equal", "assert_equal", "exit"}
+
+
+def main_checks(tree: ast.Module | None) -> bool:
+    """Whether the ``__main__`` block checks anything itself (an ``assert``, ``np.testing.assert_*``,
+    ``sys.exit``): without one, a driver that runs to the end only says the kernel ran."""
+    block = main_block(tree)
+    if block is None:
+        return False
+    return any(isinstance(n, ast.Assert) or (isinstance(n, ast.Call) and _dotted(n.func).split(".")[-1] in _CHECKS)
+               for n in ast.walk(block))
 
 
 # ------------------------------------------------------------------------------------- shape lines
@@ -509,6 +528,7 @@ class Facts:
     shapes: dict[str, ShapeSpec] = field(default_factory=dict)
     shape_problems: list[ShapeProblem] = field(default_factory=list)
     tests: list[TestRef] = field(default_factory=list)
+    main_checks: bool = False  # the driver asserts something itself (``main_checks``)
 
 
 def read_facts(kernel_path: str, text: str, root: str | None, tests: bool = True) -> Facts:
@@ -516,7 +536,7 @@ def read_facts(kernel_path: str, text: str, root: str | None, tests: bool = True
     kernels = kernel_defs(tree, text)
     shapes, problems = shape_specs(text, tree, kernels)
     found = find_tests(kernel_path, [k.name for k in kernels], root) if tests and tree is not None else []
-    return Facts(kernels, has_main(tree), shapes, problems, found)
+    return Facts(kernels, has_main(tree), shapes, problems, found, main_checks(tree))
 
 
 def plans(facts: Facts) -> list[Plan]:

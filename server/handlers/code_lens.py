@@ -77,7 +77,8 @@ def taskless_title(run: RunResult | None, backend: str, facts: taskless.Facts | 
                "line or a task"
     if errors:
         return f"NKI: ✗ {errors} — simulated {how} ({backend}){note}"
-    checked = {"main": ", its checks pass", "test": ", the test passes"}.get(res.via, ", nothing to compare with")
+    checked = {"main": ", its checks pass" if facts is None or facts.main_checks else ", it ran to the end (it "
+               "checks nothing)", "test": ", the test passes"}.get(res.via, ", nothing to compare with")
     return f"NKI: ✓ simulated {how} on {res.target or '?'} ({backend}){checked}{note}"
 
 

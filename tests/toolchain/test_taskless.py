@@ -155,3 +155,10 @@ def test_a_driver_that_launches_no_kernel_gives_way_to_the_shape_line(tmp_path: 
     kernel.write_text((TASKLESS / "add_shapes.py").read_text() + '\n\nif __name__ == "__main__":\n    print("hi")\n')
     res = api.simulate_taskless(str(kernel), root=str(tmp_path), timeout=60)
     assert res.via == "shapes" and res.ran and res.tried == ["__main__ launched no kernel of this file"]
+
+
+def test_a_driver_that_checks_nothing_is_told_apart() -> None:
+    text = (TASKLESS / "add_main.py").read_text()
+    assert taskless.main_checks(taskless.parse(text))
+    assert not taskless.main_checks(taskless.parse(text.replace("    assert ok\n", "    print(ok)\n")))
+    assert taskless.main_checks(taskless.parse(text.replace("    assert ok\n", "    np.testing.assert_allclose(z, x)\n")))

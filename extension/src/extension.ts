@@ -8,7 +8,7 @@ import { CommandDeps, registerCommands } from './commands';
 import { COMMANDS, INTERPRETER_SETTING, SECTION, SERVER_NOTIFICATIONS } from './ids';
 import { installServer, installSource } from './install';
 import { InterpreterSources, discoverInterpreter, whichOnPath } from './interpreter';
-import { selectInterpreter } from './interpreterPicker';
+import { PICKED_KEY, selectInterpreter } from './interpreterPicker';
 import { Log } from './log';
 import { probeInterpreter } from './probe';
 import { PythonExtension } from './pythonExtension';
@@ -34,6 +34,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const folder = () => vscode.workspace.workspaceFolders?.[0];
   const sources: InterpreterSources = {
     setting: () => vscode.workspace.getConfiguration(SECTION, folder()?.uri).get<string>(INTERPRETER_SETTING),
+    picked: () => context.workspaceState.get<string>(PICKED_KEY),
     workspaceFolder: () => folder()?.uri.fsPath,
     pythonExtension: () => python.activeInterpreter(folder()?.uri),
     which: (name) => whichOnPath(name),
@@ -43,12 +44,22 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const render = () => status.show(statusView(
     vscode.workspace.getConfiguration(SECTION).get<string>('target') ?? 'auto', runner, session?.state ?? 'starting'));
   const showLog = () => channel.show(true);
+  const pickStore = {
+    get: (k: string) => context.workspaceState.get<string>(k),
+    update: async (k: string, v: string | undefined) => {
+      await context.workspaceState.update(k, v);
+      if (k === PICKED_KEY) {
+        session?.requestRestart('interpreter selected');
+      }
+    },
+  };
+  const pick = () => selectInterpreter(python, pickStore);
 
   const install = async (): Promise<void> => {
     const interp = session?.interpreter ?? await discoverInterpreter(sources);
     if (interp === undefined) {
       void vscode.window.showErrorMessage('NKI Agent: select a Python interpreter (3.11 or newer) first.', ACTIONS.select)
-        .then((c) => c && selectInterpreter(python));
+        .then((c) => c && pick());
       return;
     }
     const outcome = await installServer(interp.path, installSource(context.extensionPath), log, cwd);
@@ -61,7 +72,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       if (c === ACTIONS.showLog) {
         showLog();
       } else if (c === ACTIONS.select) {
-        await selectInterpreter(python);
+        await pick();
       }
     }
   };
@@ -92,7 +103,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
           if (action === 'install') {
             await install();
           } else if (action === 'select') {
-            await selectInterpreter(python);
+            await pick();
           } else if (action === 'showLog') {
             showLog();
           }
@@ -127,7 +138,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     session: s,
     secrets,
     showLog,
-    selectInterpreter: () => selectInterpreter(python),
+    selectInterpreter: () => pick(),
     install,
     recentRunners: () => context.globalState.get<string[]>(RECENT_RUNNERS) ?? [],
     rememberRunner: (url) => context.globalState.update(RECENT_RUNNERS,

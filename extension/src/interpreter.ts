@@ -1,11 +1,12 @@
 // Interpreter discovery: which Python runs the server. Order: the `nkiAgent.interpreter` setting
 // (used as given, even when it does not exist, so a wrong path is reported rather than skipped), else
-// the Python extension's active environment (when ms-python is installed), else `python3` on PATH.
+// the one picked with "Select interpreter" (kept by the extension while the setting cannot be written),
+// else the Python extension's active environment (when ms-python is installed), else `python3` on PATH.
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 
-export type InterpreterSource = 'setting' | 'python-extension' | 'path';
+export type InterpreterSource = 'setting' | 'picked' | 'python-extension' | 'path';
 
 export interface Interpreter {
   path: string;
@@ -16,6 +17,8 @@ export interface Interpreter {
 export interface InterpreterSources {
   /** The raw `nkiAgent.interpreter` value ('' or undefined when unset). */
   setting(): string | undefined;
+  /** The interpreter chosen with "Select interpreter" and kept in the workspace state, if any. */
+  picked?(): string | undefined;
   /** The first workspace folder's path, for `${workspaceFolder}` and relative settings. */
   workspaceFolder(): string | undefined;
   /** The Python extension's active interpreter, or undefined (not installed, no environment). */
@@ -47,6 +50,10 @@ export async function discoverInterpreter(src: InterpreterSources): Promise<Inte
   const raw = src.setting();
   if (raw !== undefined && raw.trim() !== '') {
     return { path: expandSetting(raw, src.workspaceFolder()), source: 'setting' };
+  }
+  const picked = src.picked?.();
+  if (picked) {
+    return { path: picked, source: 'picked' };
   }
   let fromExt: string | undefined;
   try {
@@ -92,6 +99,8 @@ export function describeSource(source: InterpreterSource): string {
   switch (source) {
     case 'setting':
       return 'the nkiAgent.interpreter setting';
+    case 'picked':
+      return 'your "Select interpreter" choice';
     case 'python-extension':
       return "the Python extension's selected environment";
     case 'path':

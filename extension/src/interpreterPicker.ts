@@ -1,6 +1,8 @@
 // "Select interpreter": the Python extension's own picker when ms-python is installed, else a quick
-// pick of the Pythons found (workspace virtual environments, PATH) plus "Browse…"; the choice is
-// written to the nkiAgent.interpreter setting (workspace scope when a folder is open).
+// pick of the Pythons found (workspace virtual environments, PATH) plus "Browse…". The choice is
+// written to the nkiAgent.interpreter setting (workspace scope when a folder is open); while VS Code
+// refuses that key (it is not in the generated contributes.configuration) it is kept in the
+// workspace state instead, which discovery reads right after the setting.
 import * as fs from 'fs';
 import * as path from 'path';
 import * as vscode from 'vscode';
@@ -32,13 +34,29 @@ export async function candidates(folders: readonly string[], env: NodeJS.Process
   return out;
 }
 
-export async function setInterpreterSetting(value: string): Promise<void> {
-  const target = vscode.workspace.workspaceFolders?.length
-    ? vscode.ConfigurationTarget.Workspace : vscode.ConfigurationTarget.Global;
-  await vscode.workspace.getConfiguration(SECTION).update(INTERPRETER_SETTING, value || undefined, target);
+export const PICKED_KEY = 'nkiAgent.pickedInterpreter';
+
+/** Where a choice is kept when the setting cannot be written. */
+export interface PickStore {
+  get(key: string): string | undefined;
+  update(key: string, value: string | undefined): Thenable<void>;
 }
 
-export async function selectInterpreter(python: PythonExtension): Promise<void> {
+/** Stores the choice: the setting when VS Code accepts it, else the workspace state. Returns where it went. */
+export async function storeInterpreter(value: string, state: PickStore): Promise<'setting' | 'state'> {
+  const target = vscode.workspace.workspaceFolders?.length
+    ? vscode.ConfigurationTarget.Workspace : vscode.ConfigurationTarget.Global;
+  try {
+    await vscode.workspace.getConfiguration(SECTION).update(INTERPRETER_SETTING, value || undefined, target);
+    await state.update(PICKED_KEY, undefined);
+    return 'setting';
+  } catch {
+    await state.update(PICKED_KEY, value || undefined); // "not a registered configuration": keep it ourselves
+    return 'state';
+  }
+}
+
+export async function selectInterpreter(python: PythonExtension, state: PickStore): Promise<void> {
   const folders = (vscode.workspace.workspaceFolders ?? []).map((f) => f.uri.fsPath);
   type Item = vscode.QuickPickItem & { value: string };
   const items: Item[] = [];
@@ -50,7 +68,7 @@ export async function selectInterpreter(python: PythonExtension): Promise<void> 
     items.push({ label: c, value: c });
   }
   items.push({ label: '$(folder-opened) Browse…', value: 'browse' });
-  const current = vscode.workspace.getConfiguration(SECTION).get<string>(INTERPRETER_SETTING);
+  const current = vscode.workspace.getConfiguration(SECTION).get<string>(INTERPRETER_SETTING) || state.get(PICKED_KEY);
   const pick = await vscode.window.showQuickPick(items, {
     title: 'NKI Agent: Python interpreter for the language server (3.11 or newer)',
     placeHolder: current ? `now: ${current}` : 'now: found automatically',
@@ -59,7 +77,7 @@ export async function selectInterpreter(python: PythonExtension): Promise<void> 
     return;
   }
   if (pick.value === 'python-extension') {
-    await setInterpreterSetting(''); // fall through to the Python extension's environment
+    await storeInterpreter('', state); // fall through to the Python extension's environment
     await vscode.commands.executeCommand('python.setInterpreter');
     return;
   }
@@ -69,8 +87,8 @@ export async function selectInterpreter(python: PythonExtension): Promise<void> 
     if (!uris?.length) {
       return;
     }
-    await setInterpreterSetting(uris[0].fsPath);
+    await storeInterpreter(uris[0].fsPath, state);
     return;
   }
-  await setInterpreterSetting(pick.value);
+  await storeInterpreter(pick.value, state);
 }

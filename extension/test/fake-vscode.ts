@@ -55,7 +55,10 @@ export const fake = {
   activeTextEditor: undefined as any,
   workspaceFolders: undefined as { uri: Uri }[] | undefined,
   progress: [] as string[],
+  /** Keys VS Code refuses to write ("not a registered configuration"). */
+  unregistered: new Set<string>(),
   reset(): void {
+    this.unregistered = new Set();
     this.shown = []; this.answers = []; this.config = new Map(); this.configWrites = []; this.channels = [];
     this.executed = []; this.extensions = new Map(); this.diagnostics = []; this.activeTextEditor = undefined;
     this.workspaceFolders = undefined; this.progress = [];
@@ -130,6 +133,9 @@ export const workspace = {
       },
       has: (key: string) => fake.config.has(prefix + key),
       async update(key: string, value: unknown, target?: unknown) {
+        if (fake.unregistered.has(prefix + key)) {
+          throw new Error(`Unable to write to Workspace Settings because ${prefix + key} is not a registered configuration.`);
+        }
         fake.configWrites.push({ key: prefix + key, value, target });
         if (value === undefined) fake.config.delete(prefix + key); else fake.config.set(prefix + key, value);
       },

@@ -5,11 +5,12 @@ import { test } from 'node:test';
 import { InterpreterSources, discoverInterpreter, expandSetting, whichOnPath } from '../src/interpreter';
 import { script, tempDir } from './helpers';
 
-function sources(over: Partial<{ setting: string; folder: string; ext: string | Error; path: Record<string, string> }>): InterpreterSources & { asked: string[] } {
+function sources(over: Partial<{ setting: string; picked: string; folder: string; ext: string | Error; path: Record<string, string> }>): InterpreterSources & { asked: string[] } {
   const asked: string[] = [];
   return {
     asked,
     setting: () => { asked.push('setting'); return over.setting; },
+    picked: () => { asked.push('picked'); return over.picked; },
     workspaceFolder: () => over.folder,
     pythonExtension: async () => {
       asked.push('python-extension');
@@ -34,7 +35,7 @@ test('a setting naming a missing file is still used, so the wrong path is report
 test('without a setting the Python extension environment comes next', async () => {
   const src = sources({ setting: '  ', ext: '/env/bin/python', path: { python3: '/usr/bin/python3' } });
   assert.deepEqual(await discoverInterpreter(src), { path: '/env/bin/python', source: 'python-extension' });
-  assert.deepEqual(src.asked, ['setting', 'python-extension']);
+  assert.deepEqual(src.asked, ['setting', 'picked', 'python-extension']);
 });
 
 test('without ms-python (or when its API throws) python3 on PATH is used, before python', async () => {
@@ -44,7 +45,7 @@ test('without ms-python (or when its API throws) python3 on PATH is used, before
   }
   const onlyPython = sources({ path: { python: '/usr/local/bin/python' } });
   assert.deepEqual(await discoverInterpreter(onlyPython), { path: '/usr/local/bin/python', source: 'path' });
-  assert.deepEqual(onlyPython.asked, ['setting', 'python-extension', 'which python3', 'which python']);
+  assert.deepEqual(onlyPython.asked, ['setting', 'picked', 'python-extension', 'which python3', 'which python']);
 });
 
 test('nothing anywhere: no interpreter', async () => {
@@ -67,4 +68,11 @@ test('whichOnPath finds executables only, in PATH order', async () => {
   assert.equal(await whichOnPath('python3', { PATH: [a, b].join(path.delimiter) }), good);
   assert.equal(await whichOnPath('python3', { PATH: a }), undefined);
   assert.equal(await whichOnPath('python3', { PATH: '' }), undefined);
+});
+
+test('a "Select interpreter" choice comes after the setting, before the Python extension', async () => {
+  const src = sources({ picked: '/ws/.venv/bin/python', ext: '/env/bin/python' });
+  assert.deepEqual(await discoverInterpreter(src), { path: '/ws/.venv/bin/python', source: 'picked' });
+  const both = sources({ setting: '/s/python', picked: '/ws/.venv/bin/python' });
+  assert.deepEqual(await discoverInterpreter(both), { path: '/s/python', source: 'setting' });
 });

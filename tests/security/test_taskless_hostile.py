@@ -1,8 +1,8 @@
 """Hostile ``__main__`` drivers of task-less kernel files, saved in the real language server.
 
-A kernel file with no task is simulated on save by running its own ``__main__`` driver — user code, run
-in the same jail as every kernel (``toolchain/sandbox.py``). Each driver of
-``tests/fixtures/taskless/hostile/`` attacks (writes and deletes outside its job, fork-bombs, reads
+A kernel file with no task is simulated on save by running its own ``__main__`` driver (or a test of the
+workspace that calls it) — user code, run in the same jail as every kernel (``toolchain/sandbox.py``).
+Each driver of ``tests/fixtures/taskless/hostile/`` (and the test of ``pytest_attack/``) attacks (writes and deletes outside its job, fork-bombs, reads
 ``~/.ssh`` and credentials, never returns); afterwards (``Scene.findings``, as for the hostile corpus):
 nothing outside the job changed, no process survived, no secret reached any output, nothing reached the
 network — and the attack ended as one clear diagnostic (``# expect:``), the server kept answering while
@@ -90,3 +90,25 @@ def test_a_hostile_driver_is_contained_and_reported(driver: Path, server_scene: 
     shutil.copy(GOOD, good)
     diags, titles, _ = _save_and_wait(server, good, good.read_text())
     assert any("✓ simulated via __main__" in t for t in titles), (titles, diags)
+
+
+@pytest.mark.slow
+def test_a_hostile_workspace_test_is_contained_and_reported(server_scene: Scene, server_world) -> None:
+    scene = server_scene
+    (scene.user / "task.py").unlink()
+    home = server_world.home
+    attack = HOSTILE / "pytest_attack"
+    kernel = scene.user / "victim_lib.py"
+    shutil.copy(attack / "victim_lib.py", kernel)
+    (scene.user / "test_victim_lib.py").write_text(_render(attack / "victim_lib_test_source.py", scene, home))
+    server = server_world.server
+    server.ensure()
+    scene.begin()
+    diags, titles, slowest = _save_and_wait(server, kernel, kernel.read_text())
+    scene.processes_after(TOOLS | {server.pid})
+    bad = scene.findings({"diagnostics": dumps(diags), "code lens": dumps(titles)})
+    assert not bad, "\n".join(bad)
+    [d] = [d for d in diags if d.get("code") == "sim_python_exception" and d.get("source") == "nki-sim"]
+    assert "PermissionError" in d["message"] and "test_victim_lib.py" in d["message"], d["message"]
+    assert any("✗ sim_python_exception — simulated via test_victim_lib.py::test_copy" in t for t in titles), titles
+    assert slowest < 5.0 and server.alive()

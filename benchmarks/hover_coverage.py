@@ -173,11 +173,11 @@ def targets_of(path: str, text: str) -> tuple[list[Target], int]:
         for node in ast.walk(fn):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and api(node.func) is not None:
                 first = api(node.func)[2]  # type: ignore[index]
-                for t in out:
-                    if t.kind == "api" and t.line == first.lineno - 1 and \
-                            t.character == _utf16(lines[first.lineno - 1], first.end_col_offset - len(first.attr)
-                                                  if first.end_col_offset is not None else first.col_offset):
-                        t.kind = "call"
+                for hov in out:
+                    if hov.kind == "api" and hov.line == first.lineno - 1 and \
+                            hov.character == _utf16(lines[first.lineno - 1], first.end_col_offset - len(first.attr)
+                                                    if first.end_col_offset is not None else first.col_offset):
+                        hov.kind = "call"
     return out, len(kernels)
 
 

@@ -11,7 +11,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .values import (UNKNOWN, BufferV, DtypeV, IndexV, IntV, ParDimV, ShapeV, TileV, TupleV, UnknownV, Value, broadcast,
+from .values import (UNKNOWN, BufferV, DsV, DtypeV, IndexV, IntV, ParDimV, ShapeV, TileV, TupleV, UnknownV, Value, broadcast,
                      is_arange_index, join, known_int)
 
 from ...toolchain import nki_api
@@ -381,10 +381,9 @@ class Interpreter:
                 elif isinstance(key, ast.Constant) and key.value is Ellipsis:
                     kinds.append("ellipsis")
                     dims.append(None)
-                elif self._is_ds(key):
+                elif isinstance(v, DsV):
                     kinds.append("slice")
-                    size = key.args[1] if isinstance(key, ast.Call) and len(key.args) > 1 else None
-                    dims.append(known_int(self.expr(size)) if size is not None else None)
+                    dims.append(v.size)
                 else:
                     kinds.append("int" if isinstance(v, IntV) else "other")
                     dims.append(None)
@@ -468,9 +467,6 @@ class Interpreter:
             return None
         return None
 
-    def _is_ds(self, key: ast.expr) -> bool:
-        return isinstance(key, ast.Call) and self.api(self.qualname(key.func)) == ("nl", "ds")
-
     def _is_mgrid(self, node: ast.expr) -> bool:
         return isinstance(node, ast.Attribute) and self.api(self.qualname(node)) == ("nl", "mgrid")
 
@@ -505,6 +501,9 @@ class Interpreter:
             elif len(n) == 2 and n[0] is not None and n[1] is not None:
                 extent = n[1] - n[0]
             return IndexV(1, e, (extent if extent is None or extent >= 0 else None,))
+        if ns == "nl" and name == "ds":
+            size = args[1] if len(args) > 1 else kwargs.get("size", UNKNOWN)
+            return DsV(known_int(size))
         if ns == "nl" and name == "par_dim":
             return ParDimV(known_int(args[0]) if args else None)
         generation = "new" if self.ctx.generation == "new" else "classic"

@@ -65,6 +65,13 @@ class ParDimV:
 
 
 @dataclass(slots=True, unsafe_hash=True)
+class DsV:
+    """``nl.ds(start, size)``: a slice of ``size`` elements (a name may hold one)."""
+
+    size: int | None
+
+
+@dataclass(slots=True, unsafe_hash=True)
 class BufferV:
     kind: str  # hbm | sbuf | psum
     shared: bool = False
@@ -86,7 +93,7 @@ class UnknownV:
 
 
 UNKNOWN = UnknownV()
-Value = Union[IntV, ShapeV, TileV, IndexV, ParDimV, BufferV, DtypeV, TupleV, UnknownV]
+Value = Union[IntV, ShapeV, TileV, IndexV, ParDimV, DsV, BufferV, DtypeV, TupleV, UnknownV]
 
 
 def known_int(v: Value) -> int | None:

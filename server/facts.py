@@ -172,6 +172,14 @@ def _helpers(module: ast.Module, aliases: dict[str, str], kernels: set[int]) -> 
     return sorted(out, key=lambda f: f.lineno)
 
 
+def analysed(module: ast.Module, kernels: list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, KernelFact]],
+             aliases: dict[str, str]) -> list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, KernelFact]]:
+    """The functions whose tiles get facts, in line order: the kernels and the NKI helpers (a helper's
+    ``KernelFact`` is not one of ``kernels``, so ``_record`` treats its parameters as unknown)."""
+    helpers = [(fn, KernelFact(fn.name, fn.lineno, 0, ())) for fn in _helpers(module, aliases, {id(f) for f, _ in kernels})]
+    return sorted(kernels + helpers, key=lambda pair: (pair[0].lineno, pair[0].col_offset))
+
+
 def _unit_piece(text: str, info: Any, input_shapes: dict[str, dict[str, tuple[int, ...]]] | None,
                 node: ast.FunctionDef | ast.AsyncFunctionDef | None = None) -> tuple[_Piece, bool]:
     """Facts of one function's text (lines relative to ``text``, after an ``if 1:`` line when indented),
@@ -190,10 +198,8 @@ def _unit_piece(text: str, info: Any, input_shapes: dict[str, dict[str, tuple[in
     facts = Facts(kernels=[k for _, k in kernels])
     ok = True
     if info.generation:
-        for fn, kfact in kernels:
+        for fn, kfact in analysed(module, kernels, info.aliases):
             ok = _record(fn, kfact, lines, info, input_shapes, facts) and ok
-        for fn in _helpers(module, info.aliases, {id(f) for f, _ in kernels}):
-            ok = _record(fn, KernelFact(fn.name, fn.lineno, 0, ()), lines, info, None, facts) and ok
     return _Piece(tuple(facts.kernels), tuple(facts.tensors), tuple(facts.loops)), ok
 
 

@@ -75,7 +75,7 @@ def whole_file_facts(text: str, shapes: dict[str, dict[str, tuple[int, ...]]]) -
     kernels = kernels_of(module, lines)
     out.kernels = [k for _, k in kernels]
     if info.generation:
-        for node, kfact in kernels:
+        for node, kfact in facts_mod.analysed(module, kernels, info.aliases):  # kernels and their NKI helpers
             facts_mod._record(node, kfact, lines, info, shapes, out)
     return out
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import sys
@@ -19,6 +20,11 @@ def main(argv: list[str] | None = None) -> int:
     from .app import build
 
     server = build()
+    # Everything imported so far lives as long as the server: move it out of the collector's view, so a
+    # full collection (15-33 ms with the toolchain loaded) scans only what the session allocates since
+    # and does not land inside a didChange -> publishDiagnostics on an edit.
+    gc.collect()
+    gc.freeze()
     if args.tcp:
         host, _, port = args.tcp.rpartition(":")
         server.serve_tcp(host or "127.0.0.1", int(port))

@@ -8,7 +8,8 @@ import {
   TransportKind,
 } from 'vscode-languageclient/node';
 import { SECTION } from './ids';
-import { traceFor } from './log';
+import * as readline from 'readline';
+import { serverLine, traceFor } from './log';
 import { ConnectionFactory, ServerConnection } from './session';
 
 /** A LanguageClient that logs its errors but leaves every notification to the session (no duplicate pop-ups). */
@@ -44,6 +45,18 @@ export function connectionFactory(channel: vscode.LogOutputChannel, onNotificati
       initializationOptions: settingsSnapshot(),
       synchronize: { configurationSection: SECTION },
       initializationFailedHandler: () => false,
+      stdioOptions: {
+        stdout: () => undefined, // stdio transport: stdout is the LSP stream
+        stderr: (input, out) => {
+          readline.createInterface({ input, crlfDelay: Infinity, terminal: false, historySize: 0 }).on('line', (line) => {
+            const { level, text } = serverLine(line);
+            out[level](`server: ${text}`);
+            if (level === 'error' && text.trim()) {
+              hooks.onErrorLine(text);
+            }
+          });
+        },
+      },
       errorHandler: {
         error: () => ({ action: ErrorAction.Continue, handled: true }),
         closed: () => {

@@ -109,8 +109,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
           }
         });
       },
-      crashLoop: (n): Thenable<CrashChoice> => vscode.window.showErrorMessage(
-        `NKI Agent: the language server stopped ${n} times in 3 minutes and will not be restarted automatically.`,
+      crashLoop: (n, lastError): Thenable<CrashChoice> => vscode.window.showErrorMessage(
+        `NKI Agent: the language server stopped ${n} times in 3 minutes and will not be restarted automatically.` +
+        (lastError ? ` Its last error: ${lastError}` : ''),
         'Show log', 'Restart').then((c) => (c === 'Show log' ? 'showLog' : c === 'Restart' ? 'restart' : undefined)),
       showLog,
     },

@@ -15,14 +15,16 @@ export function traceFor(level: vscode.LogLevel): TraceSetting {
   return 'off';
 }
 
-/** The server's `--log-level` (Python logging names) for a channel level. */
+/** The server's `--log-level` (Python logging names) for a channel level: one step quieter than the
+ *  channel, since the server's INFO is chatty (Trace: DEBUG, Debug: INFO, Info/Warning: WARNING). */
 export function serverLogLevel(level: vscode.LogLevel): string {
   switch (level) {
     case vscode.LogLevel.Trace:
-    case vscode.LogLevel.Debug:
       return 'DEBUG';
-    case vscode.LogLevel.Info:
+    case vscode.LogLevel.Debug:
       return 'INFO';
+    case vscode.LogLevel.Info:
+      return 'WARNING';
     case vscode.LogLevel.Error:
       return 'ERROR';
     case vscode.LogLevel.Off:
@@ -30,6 +32,18 @@ export function serverLogLevel(level: vscode.LogLevel): string {
     default:
       return 'WARNING';
   }
+}
+
+export type LineLevel = 'debug' | 'info' | 'warn' | 'error';
+
+const PY_LEVEL = /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ (DEBUG|INFO|WARNING|ERROR|CRITICAL) (.*)$/;
+const LINE_LEVEL: Record<string, LineLevel> = { DEBUG: 'debug', INFO: 'info', WARNING: 'warn', ERROR: 'error', CRITICAL: 'error' };
+
+/** One line of the server's stderr (`asctime LEVEL logger: message`, see server/__main__.py) at its own
+ *  level, without the timestamp (the channel adds one); anything else (a traceback) is an error. */
+export function serverLine(line: string): { level: LineLevel; text: string } {
+  const m = PY_LEVEL.exec(line);
+  return m ? { level: LINE_LEVEL[m[1]], text: m[2] } : { level: 'error', text: line };
 }
 
 /** `text` with every secret value (of 4+ characters) replaced by `***`. */

@@ -32,6 +32,8 @@ export interface ServerConnection {
 export interface ConnectionHooks {
   /** The server process ended without being asked to (crash, exit at start). */
   onClosed(why: string): void;
+  /** An error-level line of the server's stderr (the last one is quoted in the crash-loop message). */
+  onErrorLine(text: string): void;
 }
 
 export type ConnectionFactory = (spec: LaunchSpec, hooks: ConnectionHooks) => ServerConnection;
@@ -42,8 +44,8 @@ export type CrashChoice = 'restart' | 'showLog' | undefined;
 export interface SessionUi {
   /** Shows the interpreter problem with its buttons (does not block the session). */
   setupProblem(problem: SetupProblem, interp: Interpreter | undefined): void;
-  /** The ONE crash-loop message; resolves with the button pressed. */
-  crashLoop(crashes: number): Thenable<CrashChoice>;
+  /** The ONE crash-loop message (with the server's last error line, if any); resolves with the button pressed. */
+  crashLoop(crashes: number, lastError: string | undefined): Thenable<CrashChoice>;
   showLog(): void;
 }
 
@@ -74,6 +76,8 @@ export class Session {
   private interp: Interpreter | undefined;
   private probeResult: ProbeResult | undefined;
   private stateValue: ServerState = 'stopped';
+  private launchedLogLevel: string | undefined;
+  private lastError: string | undefined;
 
   constructor(private readonly deps: SessionDeps) {
     this.policy = deps.policy ?? new CrashPolicy();
@@ -127,8 +131,13 @@ export class Session {
     return next;
   }
 
+  /** The channel's level changed: the trace follows at once; the server's own log level is given at
+   *  start, so a change of it restarts the server (debounced). */
   setLogLevel(level: vscode.LogLevel): void {
     this.current?.setLogLevel(level);
+    if (this.current !== undefined && this.launchedLogLevel !== undefined && serverLogLevel(level) !== this.launchedLogLevel) {
+      this.requestRestart('log level changed');
+    }
   }
 
   private setState(s: ServerState): void {
@@ -184,7 +193,13 @@ export class Session {
     };
     log.info(`launch: ${spec.command} ${spec.args.join(' ')} (Python ${ok.version}, nki_agent ${ok.packageVersion}; ` +
       `${describeSecretEnv(stored)})`);
-    const conn: ServerConnection = this.deps.connect(spec, { onClosed: (why) => this.onEnded(conn, why) });
+    this.launchedLogLevel = spec.args[spec.args.length - 1];
+    const conn: ServerConnection = this.deps.connect(spec, {
+      onClosed: (why) => this.onEnded(conn, why),
+      onErrorLine: (text) => {
+        this.lastError = text.slice(0, 300);
+      },
+    });
     this.current = conn;
     try {
       await conn.start();
@@ -217,7 +232,7 @@ export class Session {
     if (decision === 'give-up') {
       this.setState('crashed');
       void conn.stop().catch(() => undefined);
-      void Promise.resolve(this.deps.ui.crashLoop(this.policy.recent)).then((choice) => {
+      void Promise.resolve(this.deps.ui.crashLoop(this.policy.recent, this.lastError)).then((choice) => {
         if (choice === 'restart') {
           void this.restartNow('Restart after crashes');
         } else if (choice === 'showLog') {

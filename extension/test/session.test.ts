@@ -22,6 +22,7 @@ class FakeConn implements ServerConnection {
   constructor(readonly spec: LaunchSpec, readonly hooks: ConnectionHooks, private readonly failStart: boolean) {}
   async start(): Promise<void> {
     if (this.failStart) {
+      this.hooks.onErrorLine('Fatal: simulated start-up crash');
       throw new Error('Pending response rejected since connection got disposed');
     }
     this.started = true;
@@ -41,6 +42,8 @@ interface Rig {
   channel: FakeLogChannel;
   /** Presses a button of the pending crash message. */
   answerCrash: { press?: (c: CrashChoice) => void };
+  level: { value: LogLevel };
+  lastErrors: (string | undefined)[];
 }
 
 function rig(opts: { interp?: Interpreter | null; probe?: ProbeResult; failStart?: () => boolean; secrets?: Map<SecretKind, string> } = {}): Rig {
@@ -51,6 +54,8 @@ function rig(opts: { interp?: Interpreter | null; probe?: ProbeResult; failStart
   const crashMessages: number[] = [];
   const channel = new FakeLogChannel('NKI Agent');
   const answerCrash: Rig['answerCrash'] = {};
+  const level = { value: LogLevel.Info };
+  const lastErrors: (string | undefined)[] = [];
   const interp = opts.interp === null ? undefined : opts.interp ?? { path: '/v/bin/python', source: 'setting' as const };
   const session = new Session({
     log: new Log(channel as never),
@@ -64,18 +69,18 @@ function rig(opts: { interp?: Interpreter | null; probe?: ProbeResult; failStart
     secrets: async () => opts.secrets ?? new Map(),
     baseEnv: { PATH: '/usr/bin', HOME: '/home/u' },
     cwd: '/storage',
-    logLevel: () => LogLevel.Info as never,
+    logLevel: () => level.value as never,
     onState: (s) => states.push(s),
     ui: {
       setupProblem: (p) => problems.push(p),
-      crashLoop: (n) => { crashMessages.push(n); return new Promise<CrashChoice>((res) => { answerCrash.press = res; }); },
+      crashLoop: (n, lastError) => { crashMessages.push(n); lastErrors.push(lastError); return new Promise<CrashChoice>((res) => { answerCrash.press = res; }); },
       showLog: () => undefined,
     },
     policy: new CrashPolicy(5, 180_000, () => clock.now),
     timers: clock,
     restartDelayMs: 1000,
   });
-  return { session, conns, clock, states, problems, crashMessages, channel, answerCrash };
+  return { session, conns, clock, states, problems, crashMessages, channel, answerCrash, level, lastErrors };
 }
 
 /** Lets restarts run: time forward in steps, promises settled after each. */
@@ -95,7 +100,7 @@ test('start: python -m nki_agent.server with the log level, in the extension fol
   assert.equal(r.conns.length, 1);
   const spec = r.conns[0].spec;
   assert.equal(spec.command, '/v/bin/python');
-  assert.deepEqual(spec.args, ['-m', 'nki_agent.server', '--log-level', 'INFO']);
+  assert.deepEqual(spec.args, ['-m', 'nki_agent.server', '--log-level', 'WARNING']);
   assert.equal(spec.cwd, '/storage');
   assert.equal(spec.env.NKI_AGENT_RUNNER_TOKEN, TOKEN);
   assert.equal(spec.env.ANTHROPIC_API_KEY, KEY);
@@ -114,6 +119,7 @@ test('a server that dies at every start: 5 attempts, ONE crash message, then no 
   await run(r, 60_000);
   assert.equal(r.conns.length, 5);
   assert.deepEqual(r.crashMessages, [5]);
+  assert.deepEqual(r.lastErrors, ['Fatal: simulated start-up crash']);
   assert.equal(r.session.state, 'crashed');
   await run(r, 600_000); // nothing else happens, however long we wait
   assert.equal(r.conns.length, 5);
@@ -196,4 +202,20 @@ test('dispose stops the server and cancels pending restarts', async () => {
   assert.equal(r.conns.length, 1);
   assert.equal(r.conns[0].stopped, true);
   assert.equal(r.session.state, 'stopped');
+});
+
+test('the log level: the trace follows at once; a new server log level restarts the server once', async () => {
+  const r = rig();
+  await r.session.start();
+  assert.equal(r.conns[0].level, LogLevel.Info);
+  r.level.value = LogLevel.Warning; // same server level (WARNING): trace only
+  r.session.setLogLevel(LogLevel.Warning as never);
+  await run(r, 3_000);
+  assert.equal(r.conns.length, 1);
+  assert.equal(r.conns[0].level, LogLevel.Warning);
+  r.level.value = LogLevel.Trace;
+  r.session.setLogLevel(LogLevel.Trace as never);
+  await run(r, 3_000);
+  assert.equal(r.conns.length, 2);
+  assert.deepEqual(r.conns[1].spec.args.slice(-2), ['--log-level', 'DEBUG']);
 });

@@ -39,11 +39,21 @@ export async function probeRunner(runnerUrl: string, fetchFn: Fetch = fetch as u
     }
     return { kind: 'remote', url, backend: typeof body.backend === 'string' ? body.backend : '' };
   } catch (e) {
-    const reason = ctl.signal.aborted ? `no answer in ${timeoutMs / 1000} s` : ((e as { cause?: { code?: string } }).cause?.code ?? String(e));
+    const reason = ctl.signal.aborted ? `no answer in ${timeoutMs / 1000} s` : networkReason(e);
     return { kind: 'unreachable', url, reason };
   } finally {
     clearTimeout(timer);
   }
+}
+
+type NetError = { message?: string; code?: string; cause?: NetError; errors?: NetError[] };
+
+/** The useful part of a failed fetch: undici puts the socket error (ECONNREFUSED, ENOTFOUND, …) in
+ *  `cause`, or in `cause.errors` when several addresses were tried. */
+export function networkReason(e: unknown): string {
+  const err = e as NetError | undefined;
+  const c = err?.cause;
+  return c?.code ?? c?.errors?.find((x) => x.code)?.code ?? c?.message ?? err?.message ?? String(e);
 }
 
 /** Short host:port for the status bar. */

@@ -16,6 +16,10 @@ test('runner state from /healthz', async () => {
   assert.equal((await probeRunner('ftp://h', reply(200, { ok: true }))).kind, 'unreachable');
   const refused: Fetch = async () => { throw Object.assign(new TypeError('fetch failed'), { cause: { code: 'ECONNREFUSED' } }); };
   assert.deepEqual(await probeRunner('http://h:1', refused), { kind: 'unreachable', url: 'http://h:1', reason: 'ECONNREFUSED' });
+  const multi: Fetch = async () => {
+    throw Object.assign(new TypeError('fetch failed'), { cause: Object.assign(new AggregateError([Object.assign(new Error('a'), { code: 'ECONNREFUSED' })]), {}) });
+  };
+  assert.deepEqual(await probeRunner('http://localhost:1', multi), { kind: 'unreachable', url: 'http://localhost:1', reason: 'ECONNREFUSED' });
   const hang: Fetch = (_u, init) => new Promise((_, rej) => init.signal.addEventListener('abort', () => rej(new Error('aborted'))));
   assert.deepEqual(await probeRunner('http://h:1', hang, 50), { kind: 'unreachable', url: 'http://h:1', reason: 'no answer in 0.05 s' });
 });
@@ -30,5 +34,5 @@ test('a real HTTP runner on 127.0.0.1, then the same port closed', async () => {
   assert.deepEqual(await probeRunner(url), { kind: 'remote', url, backend: 'simulator' });
   await new Promise((r) => server.close(r));
   const down = await probeRunner(url);
-  assert.equal(down.kind, 'unreachable');
+  assert.deepEqual(down, { kind: 'unreachable', url, reason: 'ECONNREFUSED' });
 });

@@ -41,7 +41,7 @@ if (args.includes('--package')) {
     const wheels = join(stage, 'extension', 'wheels');
     mkdirSync(join(stage, 'extension', 'out'), { recursive: true });
     mkdirSync(wheels, { recursive: true });
-    execFileSync(python, ['-m', 'pip', 'wheel', '--quiet', '--no-deps', '--no-build-isolation',
+    execFileSync(python, ['-m', 'pip', 'wheel', '--quiet', '--no-deps',
       '--disable-pip-version-check', '-w', wheels, root], { stdio: ['ignore', 'inherit', 'pipe'], cwd: root });
     const wheel = readdirSync(wheels).find((f) => f.endsWith('.whl'));
     if (!wheel) {

@@ -12,7 +12,9 @@ import * as readline from 'readline';
 import { serverLine, traceFor } from './log';
 import { ConnectionFactory, ServerConnection } from './session';
 
-/** A LanguageClient that logs its errors but leaves every notification to the session (no duplicate pop-ups). */
+/** A LanguageClient that logs its errors but leaves every notification to the session (no duplicate pop-ups).
+ *  Seam for the agent-fix diff preview: override `handleApplyWorkspaceEdit` here and, for the edit labelled
+ *  "NKI Agent: fix kernel", show the diff and apply only on accept (answer `{applied: false}` on reject). */
 class QuietLanguageClient extends LanguageClient {
   override error(message: string, data?: unknown, _showNotification?: boolean | 'force'): void {
     super.error(message, data, false);

@@ -1,0 +1,355 @@
+"""The worker's ``taskless`` op (``run_job``): run a kernel file as its request says — its ``__main__`` driver
+(``python FILE`` with ``neuronxcc.nki`` / ``nki`` bound to the simulator), a pytest test through ``pytest.main``
+(the kernel module it imports answered by the buffer's copy), or its shape lines' synthesised inputs — with every
+top-level launch observed, and describe what ran in ``SimulateResult`` form; a driver's / test's exception
+becomes the problem it is (``_problem_of``). ``contained`` puts the process back after an in-process run.
+
+Executes user code: it must only ever run in the sandboxed worker (``sandbox.py``) or, for trusted callers, in
+process. Like every worker module it writes plain JSON and does not import pydantic."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import sys
+import time
+import types
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .plan import MAIN, SHAPES, TEST, _same
+from .shape_lines import shape_specs, synthesise
+from .source import kernel_defs, parse
+
+
+@dataclass
+class _Launch:
+    kernel: str
+    file: str
+    inputs: list[dict[str, Any]]
+    grid: list[int]
+    record: Any = None
+
+
+def _spec(value: Any) -> dict[str, Any]:
+    from .. import dtypes
+    from ..sim.kernel import to_numpy_input
+
+    try:
+        arr = to_numpy_input(value)
+    except Exception:  # noqa: BLE001 - an odd object a driver passes: described by its type
+        arr = None
+    if arr is None:
+        return {"shape": None, "dtype": type(value).__name__, "value": repr(value)[:80]}
+    return {"shape": [int(d) for d in arr.shape], "dtype": dtypes.name(arr.dtype)}
+
+
+def _arg_specs(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[dict[str, Any]]:
+    """One spec per parameter of ``func`` in signature order (``*args`` / ``**kwargs`` left out)."""
+    import inspect
+
+    try:
+        sig = inspect.signature(func)
+        bound = sig.bind(*args, **kwargs)
+        bound.apply_defaults()
+    except (TypeError, ValueError):
+        return [_spec(a) for a in args]
+    return [_spec(bound.arguments[n]) for n, p in sig.parameters.items()
+            if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and n in bound.arguments]
+
+
+@contextlib.contextmanager
+def _observing(launches: list[_Launch], target: str | None, time_limit: float | None) -> Iterator[None]:
+    """Every top-level kernel launch in the block is recorded (kernel, file, argument specs, its record)."""
+    from ..sim import kernel as K
+    from ..sim import runtime
+
+    original = K.launch
+
+    def launch(kernel: Any, grid: tuple[int, ...], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if runtime.current() is None:
+            code = getattr(kernel.func, "__code__", None)
+            launches.append(_Launch(kernel.__name__, code.co_filename if code else "", _arg_specs(kernel.func, args, kwargs),
+                                    list(grid)))
+        return original(kernel, grid, args, kwargs)
+
+    def observe(rec: Any) -> None:
+        pending = [x for x in launches if x.record is None]
+        if pending:
+            pending[-1].record = rec
+
+    K.launch = launch  # type: ignore[assignment]
+    token = K.DEFAULTS.set(K.LaunchDefaults(target=target, time_limit=time_limit, observer=observe))
+    try:
+        yield
+    finally:
+        K.DEFAULTS.reset(token)
+        K.launch = original  # type: ignore[assignment]
+
+
+_REFUSED = {errno.EPERM, errno.EACCES, errno.EROFS, errno.ENETUNREACH, errno.EAGAIN, errno.ENOSYS}
+
+
+def _problem_of(e: BaseException, via: str, path: str) -> dict[str, Any] | None:
+    """The problem a driver's / test's exception is: an NKI error as it is, a failed check as a wrong
+    result at the line that failed, anything else as a Python exception there."""
+    from ..errors import NkiError, Problem, SourceLocation
+    from ..location import traceback_location
+
+    what = {MAIN: "the __main__ driver", TEST: "the test"}.get(via, "the run")
+    loc = traceback_location(e.__traceback__) or SourceLocation(path, 1)
+    if isinstance(e, NkiError):
+        return Problem.from_error(e).as_dict()
+    if isinstance(e, SystemExit):
+        if e.code in (None, 0):
+            return None
+        return Problem("sim_wrong_result", f"{what} exited with status {e.code!r}: its own check failed", location=loc).as_dict()
+    if isinstance(e, AssertionError):
+        detail = str(e).strip()
+        detail = (": " + detail[:600]) if detail else ""
+        return Problem("sim_wrong_result", f"{what}'s check failed (AssertionError){detail}", location=loc).as_dict()
+    if isinstance(e, MemoryError):
+        return Problem("sim_memory_limit", f"{what} exceeded the simulation memory limit", location=loc).as_dict()
+    note = ""
+    if isinstance(e, OSError) and e.errno in _REFUSED:
+        note = (" (the sandbox refuses it: kernels and their drivers run with no new processes, no network, and "
+                "nothing writable outside a private temporary folder)")
+    return Problem("sim_python_exception", f"{type(e).__name__} in {what}: {str(e)[:600]}{note}", location=loc).as_dict()
+
+
+def _exec_file(path: str, name: str, search_path: Sequence[str]) -> types.ModuleType:
+    """Compile and run a user file as module ``name`` (the simulator's NKI modules must be installed)."""
+    from ..errors import NkiError, SourceLocation
+    from ..tasks import _put_on_path, _read_source, search_dirs
+
+    source = _read_source(path)
+    try:
+        code = compile(source, path, "exec")
+    except SyntaxError as e:
+        loc = SourceLocation(path, e.lineno or 1, e.offset or 1, e.end_lineno, e.end_offset)
+        raise NkiError("sim_syntax_error", f"SyntaxError: {e.msg}", loc) from None
+    module = types.ModuleType(name)
+    module.__file__ = path
+    _put_on_path(search_dirs(path, search_path))
+    sys.modules[name] = module
+    exec(code, module.__dict__)
+    return module
+
+
+def _run_main(req: dict[str, Any], extra: list[str], problems: list[dict[str, Any]]) -> None:
+    path = req["kernel"]
+    sys.argv = [path]
+    try:
+        _exec_file(path, "__main__", extra)
+    except BaseException as e:
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        p = _problem_of(e, MAIN, path)
+        if p is not None:
+            problems.append(p)
+
+
+class _PytestCollector:
+    """A pytest plugin keeping each failure's exception (with its traceback) and each test's outcome."""
+
+    def __init__(self) -> None:
+        self.failures: list[BaseException] = []
+        self.outcomes: list[tuple[str, str]] = []
+
+    def pytest_exception_interact(self, node: Any, call: Any, report: Any) -> None:
+        if call is not None and call.excinfo is not None:
+            self.failures.append(call.excinfo.value)
+
+    def pytest_runtest_logreport(self, report: Any) -> None:
+        if report.when == "call" or report.outcome != "passed":
+            self.outcomes.append((report.nodeid, report.outcome))
+
+
+def _load_kernel_module(path: str, names: list[str], extra: list[str]) -> None:
+    """The kernel file, loaded once, answers every name it is imported by (so a test gets this copy)."""
+    import importlib
+
+    if not names:
+        return
+    module = _exec_file(path, names[0], extra)
+    for dotted in names[1:]:
+        parent_name, _, last = dotted.rpartition(".")
+        try:
+            parent = importlib.import_module(parent_name)
+        except Exception:  # noqa: BLE001 - a package that does not import: the plain name still works
+            continue
+        sys.modules[dotted] = module
+        setattr(parent, last, module)
+
+
+def _run_test(req: dict[str, Any], extra: list[str], problems: list[dict[str, Any]]) -> None:
+    from ..errors import Problem, SourceLocation
+
+    path, test = req["kernel"], str(req.get("test") or "")
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # the workspace's tests, not every installed plugin
+    try:
+        import pytest
+    except ImportError:
+        problems.append(Problem("sim_task_error", f"pytest is not installed where kernels run; cannot run {test}",
+                                location=SourceLocation(path, 1)).as_dict())
+        return
+    try:
+        _load_kernel_module(path, [n for n in req.get("modules") or [] if isinstance(n, str)], extra)
+    except BaseException as e:
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        p = _problem_of(e, TEST, path)
+        if p is not None:
+            problems.append(p)
+        return
+    collector = _PytestCollector()
+    args = [test, "-q", "-x", "-p", "no:cacheprovider", "-p", "no:stepwise", "-o", "addopts=", "--no-header"]
+    rootdir = req.get("rootdir")
+    if isinstance(rootdir, str) and rootdir:
+        args.append(f"--rootdir={rootdir}")
+    try:
+        code = pytest.main(args, plugins=[collector])
+    except BaseException as e:
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        p = _problem_of(e, TEST, path)
+        if p is not None:
+            problems.append(p)
+        return
+    for failure in collector.failures[:1]:
+        p = _problem_of(failure, TEST, path)
+        if p is not None:
+            problems.append(p)
+    if not collector.failures and int(code) not in (0,):
+        why = {5: "collected no test", 4: "could not be started (usage error)", 3: "hit an internal error",
+               2: "was interrupted (collection error?)"}.get(int(code), f"exited with status {int(code)}")
+        problems.append(Problem("sim_task_error", f"pytest {why} for {test}", location=SourceLocation(path, 1)).as_dict())
+
+
+def _run_shapes(req: dict[str, Any], extra: list[str], problems: list[dict[str, Any]]) -> None:
+    import numpy as np
+
+    from ..errors import NkiError, Problem, SourceLocation
+    from ..tasks import _read_source, find_kernel
+
+    path = req["kernel"]
+    text = _read_source(path)
+    specs, _ = shape_specs(text)
+    module = _exec_file(path, "nki_agent_kernel", extra)
+    rng = np.random.default_rng(0)
+    order = {k.name: k.line for k in kernel_defs(parse(text), text)}
+    for spec in sorted(specs.values(), key=lambda s: order.get(s.kernel, s.line)):
+        try:
+            kernel = find_kernel(module, spec.kernel)
+            kwargs = {a.name: synthesise(a, rng) for a in spec.args}
+            (kernel[spec.grid] if spec.grid else kernel)(**kwargs)
+        except NkiError as e:
+            problems.append(Problem.from_error(e).as_dict())
+        except Exception as e:  # noqa: BLE001 - a shape line the kernel does not accept
+            loc = SourceLocation(path, spec.line, 1)
+            problems.append(Problem("sim_python_exception", f"{type(e).__name__} running `{spec.kernel}` on the shape "
+                                    f"line's inputs: {str(e)[:600]}", location=loc).as_dict())
+
+
+def _summary(a: Any) -> dict[str, Any]:
+    from ..simulate import _summary as summary
+    from ..verify import _to_np
+
+    return summary(_to_np(a))
+
+
+def run_job(req: dict[str, Any]) -> dict[str, Any]:
+    """The worker's ``taskless`` op: run the kernel file as ``req["via"]`` says (``main`` / ``test`` /
+    ``shapes``) and describe what ran, in ``SimulateResult`` form. Executes user code: sandboxed worker only
+    (or ``in_process``, for trusted callers)."""
+    from dataclasses import asdict as as_dict
+
+    from ..errors import NkiError, Problem
+    from ..shim import install
+    from ..tasks import search_path
+    from ..verify import _as_list
+
+    path, via = str(req["kernel"]), str(req.get("via", ""))
+    extra = search_path(req)
+    out: dict[str, Any] = {"op": "simulate", "kernel": path, "task": "", "via": via, "ran": False, "problems": [],
+                           "outputs": [], "via_test": str(req.get("test_label") or "")}
+    problems: list[dict[str, Any]] = out["problems"]
+    launches: list[_Launch] = []
+    runner = {MAIN: _run_main, TEST: _run_test, SHAPES: _run_shapes}.get(via)
+    if runner is None:
+        problems.append(Problem("sim_bad_input", f"unknown way to run a kernel without a task: {via!r}").as_dict())
+        return out
+    install()
+    time_limit = req.get("time_limit")
+    t0 = time.perf_counter()
+    try:
+        with _observing(launches, req.get("target"), float(time_limit) if time_limit else None):
+            runner(req, extra, problems)
+    except NkiError as e:
+        problems.append(Problem.from_error(e).as_dict())
+    except BaseException as e:
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        p = _problem_of(e, via, path)
+        if p is not None:
+            problems.append(p)
+    out["seconds"] = time.perf_counter() - t0
+    mine = [x for x in launches if _same(x.file, path)]
+    ours = [x for x in mine if x.record is not None]
+    trace: list[dict[str, Any]] = []
+    for x in ours:
+        trace.extend(as_dict(t) for t in x.record.trace[:2000 - len(trace)])
+    out["launches"] = [{"kernel_name": x.kernel, "inputs": x.inputs, "grid": x.grid, "completed": x.record is not None,
+                        "outputs": [_summary(r) for r in _as_list(x.record.outputs) if r is not None][:16]
+                        if x.record is not None else []} for x in mine[:64]]
+    if mine:
+        out.update(kernel_name=mine[0].kernel, inputs=mine[0].inputs, grid=mine[0].grid)
+    if ours:
+        first = ours[0]
+        rec = first.record
+        out.update(ran=True, kernel_name=first.kernel, inputs=first.inputs,
+                   outputs=[_summary(r) for r in _as_list(rec.outputs) if r is not None][:16],
+                   target=rec.target, generation=rec.generation, grid=list(rec.grid), trace=trace,
+                   peak_sbuf_bytes=max(x.record.peak_sbuf_bytes for x in ours),
+                   peak_psum_bytes=max(x.record.peak_psum_bytes for x in ours),
+                   instructions=sum(x.record.instructions for x in ours))
+        seen = set()
+        for x in ours:  # the launches' warnings (memory pressure, on-chip outputs), once each
+            for w in x.record.warnings:
+                p = Problem.from_error(w).as_dict()
+                key = (p["code"], str(p["location"]))
+                if key not in seen:
+                    seen.add(key)
+                    problems.append(p)
+    return out
+
+
+@contextlib.contextmanager
+def contained() -> Iterator[None]:
+    """For an in-process run: what it prints goes to stderr (stdout may be a JSON answer); afterwards
+    ``__main__``, ``sys.argv``, ``sys.path``, the simulator modules and whatever modules the run imported are
+    put back (trusted callers only: the code still runs in this process)."""
+    from ..shim import install, uninstall
+
+    saved_modules = dict(sys.modules)
+    saved_argv, saved_path = list(sys.argv), list(sys.path)
+    saved_env = os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
+    shim = install()
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        uninstall(shim)
+        for name in [n for n in sys.modules if n not in saved_modules]:
+            del sys.modules[name]
+        sys.modules.update(saved_modules)
+        sys.argv[:], sys.path[:] = saved_argv, saved_path
+        if saved_env is None:
+            os.environ.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
+        else:
+            os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = saved_env
+
+
+__all__ = ["contained", "run_job"]

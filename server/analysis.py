@@ -50,7 +50,6 @@ DISAGREE = "sim_runner_disagrees"  # the local simulator and the remote runner r
 REMOTE_TIMEOUT = 300.0  # seconds a remote job may take (queue wait on the runner comes on top)
 WRONG_RESULT = "sim_wrong_result"  # verification ran but the outputs differ from the reference
 _KERNEL_DEF = KERNEL_DEF  # a kernel decorator line, then its def (toolchain/source_facts.py)
-SIM_TIMEOUT = 60.0  # seconds per simulation / verification (the sandbox enforces it)
 
 
 @dataclass(frozen=True)
@@ -140,11 +139,11 @@ def run(kind: str, snap: Snapshot, task: TaskRef, settings: ServerSettings,
             res = remote.profile(kernel, task_path, seeds=3, target=target, kernel_name=None, timeout=REMOTE_TIMEOUT,
                                  cancel=cancel, search_path=search, protect=())
         elif kind == "verify":
-            res = api.verify(kernel, task_path, seeds=3, target=target, timeout=SIM_TIMEOUT, cancel=cancel,
-                             search_path=search)
+            res = api.verify(kernel, task_path, seeds=3, target=target, timeout=settings.simulation_timeout,
+                             cancel=cancel, search_path=search)
         else:
-            res = api.simulate(kernel, task_path, target=target, timeout=SIM_TIMEOUT, cancel=cancel,
-                               search_path=search)
+            res = api.simulate(kernel, task_path, target=target, timeout=settings.simulation_timeout,
+                               cancel=cancel, search_path=search)
         source = {"verify": VERIFY_SOURCE, "remote": REMOTE_SOURCE}.get(kind, SIM_SOURCE)
         diags = tuple(_relocate(from_problem(p, source, snap.path), kernel, snap, task.path)
                       for p in res.problem_list())
@@ -170,7 +169,7 @@ def run_taskless(snap: Snapshot, settings: ServerSettings, root: str | None,
         folder = os.path.dirname(snap.path) if snap.path else ""
         search = [folder] if folder and os.path.isdir(folder) else []
         res = api.simulate_taskless(kernel, origin=snap.path or kernel, text=snap.text, root=root, target=target,
-                                    timeout=SIM_TIMEOUT, cancel=cancel, search_path=search)
+                                    timeout=settings.simulation_timeout, cancel=cancel, search_path=search)
         kernels = ran_kernels(res, snap.text, None)
         line = _def_line(snap.text, kernels[0]) if kernels else _kernel_line(snap.text)
         diags = tuple(_relocate(from_problem(p, SIM_SOURCE, snap.path), kernel, snap, "", line)

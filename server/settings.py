@@ -52,11 +52,16 @@ class ServerSettings(BaseModel):
                            "simulator, in the OS sandbox), or remote (the runner at runnerUrl: correctness on its "
                            "backend plus measured latency; the local simulation still runs for hovers).")
     simulate_on_save: bool = Field(True, description="Simulate the kernel on its task's inputs on every save.")
+    simulation_timeout: float = Field(60.0, ge=1.0, le=3600.0, description="Seconds a simulation or verification "
+                                      "on save may run before the sandbox stops it (and says so).")
     cost_hints: bool = Field(True, description="Inlay hints at loop headers with the cost model's estimate from the "
                                                "last run: the loop's share of the estimated time and what bounds "
                                                "it. Estimated, never measured.")
     # 20 ms: a re-check after an edit costs 2-4 ms, so this only coalesces a burst of keystrokes
     debounce_ms: int = Field(20, ge=0, le=5000, description="Delay after the last keystroke before static checks run.")
+    interpreter: str = Field("", description="Python interpreter that runs the language server (VS Code "
+                                             "extension; empty: the Python extension's environment, else python3 "
+                                             "on PATH). The server itself ignores it.")
     task_map: dict[str, str] = Field(
         default_factory=dict, description="Kernel glob -> task file (paths relative to the workspace root), "
                                           "e.g. {\"kernels/*.py\": \"tasks/my_task.py\"}.")

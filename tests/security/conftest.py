@@ -7,7 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from security_helpers import SECRET_VARS, TOOLS, Harness, LspServer, Scene, make_canary, reap, set_subreaper
+from security_helpers import (SECRET_VARS, SERVER_SIM_TIMEOUT, TOOLS, Harness, LspServer, Scene, make_canary, reap,
+                              set_subreaper)
 from security_runner import RunnerWorld
 
 
@@ -67,7 +68,9 @@ class ServerWorld:
                    NKI_AGENT_CHECK_HELPER="0")
         self.stderr = base / "server.stderr"
         self.server = LspServer(env, self.cwd, {"nkiAgent": {"verifyOnSave": True, "simulateOnSave": True,
-                                                             "debounceMs": 20}}, self.stderr)
+                                                             "debounceMs": 20,
+                                                             "simulationTimeout": SERVER_SIM_TIMEOUT}},
+                                self.stderr)
 
     def scene(self, root: Path) -> Scene:
         s = Scene(root, canary=self.canary)

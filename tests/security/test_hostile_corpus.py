@@ -44,6 +44,7 @@ from security_helpers import (
     OUTPUT_CAP,
     PLACEHOLDERS,
     RUN_TIMEOUT,
+    SERVER_SIM_TIMEOUT,
     TASK,
     TOOLS,
     Harness,
@@ -67,7 +68,7 @@ MODES = ("api_verify", "cli_verify", "simulate", "agent_verify")
 SEEDS = 2
 NKI_AGENT = Path(sys.executable).with_name("nki-agent")
 CLI = [str(NKI_AGENT)] if NKI_AGENT.exists() else [sys.executable, "-m", "nki_agent"]
-SERVER_RUN_BOUND = 60.0 * 3 + 60  # the server's own limit per run is 60 s (server/analysis.py SIM_TIMEOUT)
+SERVER_RUN_BOUND = SERVER_SIM_TIMEOUT * 3 + 60  # the module server's limit per run (conftest), a few runs, slack
 
 # the server runs one kernel per category by default: fast ones that still exercise the category's route
 SERVER_REPRESENTATIVES = {

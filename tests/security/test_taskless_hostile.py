@@ -17,12 +17,12 @@ import time
 from pathlib import Path
 
 import pytest
-from security_helpers import ROOT, TOOLS, LspServer, Scene, bwrap_works, dumps
+from security_helpers import ROOT, SERVER_SIM_TIMEOUT, TOOLS, LspServer, Scene, bwrap_works, dumps
 
 HOSTILE = ROOT / "tests" / "fixtures" / "taskless" / "hostile"
 GOOD = ROOT / "tests" / "fixtures" / "taskless" / "add_main.py"
 DRIVERS = sorted(HOSTILE.glob("*.py"))
-RUN_BOUND = 60.0 + 60.0  # the server's limit per run (analysis.SIM_TIMEOUT) and start-up slack
+RUN_BOUND = SERVER_SIM_TIMEOUT + 60.0  # the module server's limit per run (conftest) and start-up slack
 
 pytestmark = pytest.mark.skipif(not bwrap_works(), reason="unprivileged namespaces (bubblewrap) do not work here")
 

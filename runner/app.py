@@ -274,10 +274,10 @@ async def _events(manager: JobManager, job_id: str, owner: str) -> AsyncIterator
     """``progress`` events as they happen, then one ``status`` event with the final status."""
     seq = 0
     while True:
-        events, done = manager.events_after(job_id, seq, 0.0)
+        events, done = manager.events_after(job_id, seq)
         if not events and not done:
             await changed(manager, job_id, EVENT_POLL_S)
-            events, done = manager.events_after(job_id, seq, 0.0)
+            events, done = manager.events_after(job_id, seq)
         for e in events:
             seq = e.seq
             yield f"id: {e.seq}\nevent: progress\ndata: {e.model_dump_json()}\n\n".encode()

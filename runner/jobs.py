@@ -189,20 +189,14 @@ class JobManager:
                 self._cond.wait(left)
         return self.get(job_id, owner)
 
-    def events_after(self, job_id: str, seq: int, timeout: float) -> tuple[list[ProgressEvent], bool]:
-        """Progress events with ``seq`` greater than ``seq`` (waiting up to ``timeout`` for one), and
-        whether the job has ended."""
-        deadline = time.monotonic() + timeout
+    def events_after(self, job_id: str, seq: int) -> tuple[list[ProgressEvent], bool]:
+        """Progress events with ``seq`` greater than ``seq`` so far, and whether the job has ended (no
+        waiting: a caller that wants to wait for the next one uses ``listen``)."""
         with self._cond:
-            while True:
-                live = self._live.get(job_id)
-                if live is None:
-                    return [], True
-                new = [e for e in live.events if e.seq > seq]
-                left = deadline - time.monotonic()
-                if new or live.done or left <= 0:
-                    return new, live.done
-                self._cond.wait(left)
+            live = self._live.get(job_id)
+            if live is None:
+                return [], True
+            return [e for e in live.events if e.seq > seq], live.done
 
     def find(self, owner: str, nonce: str) -> list[JobStatus]:
         """The owner's jobs submitted with ``nonce`` (newest first): how a client whose connection

@@ -2,7 +2,8 @@
 about each name, and reports NKI events (allocations, calls, subscripts, truth tests) to the rules.
 
 Loops are walked once with an unknown induction variable; branches are walked separately and joined.
-Nothing here decides what is an error: rules do, from the events.
+Nothing here decides what is an error: rules do, from the events. The shapes of call results, views and
+slices are ``shapes.py``'s (pure functions of the values this walk evaluates).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from .shapes import allocation_shape, arange_index, call_result, index_subscript, slice_extent, tile_subscript
 from .values import (UNKNOWN, BufferV, DsV, DtypeV, IndexV, IntV, ParDimV, ShapeV, TileV, TupleV, UnknownV, Value, broadcast,
                      is_arange_index, join, known_int)
 
@@ -31,7 +33,6 @@ ALLOCATORS = nki_api.allocators()
 LOOPS = {"affine_range", "sequential_range", "static_range", "range", "tile_range", "dynamic_range"}
 _API: dict[str, tuple[str, str] | None] = {}  # qualified name -> api(); a kernel file names ~100 distinct ones
 _API_MAX = 65536  # bound for hostile files that name endless distinct attributes
-_PROBES = (0, 1, 2, 5, 11)  # values tried for unknown ints when measuring a slice's extent (hi - lo)
 MAX_STATEMENTS = 200_000  # bound on statements walked per function (a generated 50 MB file stays fast)
 
 
@@ -357,12 +358,7 @@ class Interpreter:
                 return base.items[k]
             return UNKNOWN
         if isinstance(base, IndexV):
-            # nl.arange(n)[:, None] adds axes: count the entries that are None or slices
-            n_axes = sum(1 for k in keys if isinstance(k, (ast.Slice,)) or (isinstance(k, ast.Constant) and k.value is None))
-            shape: tuple[int | None, ...] | None = None
-            if base.shape is not None and len(base.shape) == 1 and n_axes:
-                shape = tuple(base.shape[0] if isinstance(k, ast.Slice) else 1 for k in keys)
-            return IndexV(n_axes if n_axes else None, e, shape, base.grid)
+            return index_subscript(base, e, keys)
         if self._is_mgrid(e.value):
             return self.mgrid(e, keys)
         kinds = []
@@ -393,78 +389,30 @@ class Interpreter:
             self.emit(Event("subscript", e, {"tile": base, "kinds": kinds,
                                              "index_values": [self.expr(k) if not isinstance(k, ast.Slice) else None
                                                               for k in keys]}))
-            out: tuple[int | None, ...] | None = None
-            if base.shape is not None and len(kinds) < len(base.shape) and all(kd in ("slice", "int") for kd in kinds):
-                rest = base.shape[len(kinds):]  # ``z[0]``: the missing trailing axes are taken whole
-                kinds, dims = kinds + ["slice"] * len(rest), dims + list(rest)
-            full = base.shape is None or len(kinds) == len(base.shape)
-            if kinds and all(kd == "slice" for kd in kinds) and full:
-                out = tuple(dims)  # with an unknown base rank, dim 0 (the partition dim) is still exact
-            elif "index" in kinds and all(kd in ("index", "int") for kd in kinds) and full:
-                out = broadcast(index_shapes)  # advanced indexing: the index arrays broadcast together
-            elif kinds and all(kd in ("slice", "int") for kd in kinds) and base.shape is not None and full:
-                out = tuple(d for d, kd in zip(dims, kinds) if kd == "slice")  # an int index drops its axis
-            par = base.par_axis - sum(1 for kd in kinds[:base.par_axis] if kd == "int")
-            return TileV(out, base.dtype, base.buffer, base.origin, base.name, base.is_param, base.certain,
-                         par if out is not None and 0 <= par < len(out) else 0)
+            return tile_subscript(base, kinds, dims, index_shapes)
         return UNKNOWN
 
     def _slice_extent(self, key: ast.Slice, base: Value, axis: int) -> int | None:
-        """``hi - lo`` of a step-1 slice when it is the same number for every value of the unknown ints in it
-        (``x[i * 128:(i + 1) * 128]`` is 128 rows); an open end is the base's dim. Each bound is evaluated
-        once (its events reach the rules once)."""
+        """``shapes.slice_extent`` of ``key``, its bounds evaluated here once each (their events reach the rules
+        once)."""
         step = known_int(self.expr(key.step)) if key.step is not None else 1
         lo = known_int(self.expr(key.lower)) if key.lower is not None else 0
         hi = known_int(self.expr(key.upper)) if key.upper is not None else None
-        if step != 1:
-            return None
-        if key.upper is None:
-            dim = base.shape[axis] if isinstance(base, TileV) and base.shape is not None and axis < len(base.shape) \
-                else None
-            return dim - lo if dim is not None and lo is not None and 0 <= lo <= dim else None
-        if hi is not None and lo is not None:
-            return hi - lo if hi >= lo >= 0 else None
-        extents = set()
-        for probe in _PROBES:
-            upper = self._probe(key.upper, probe)
-            lower = self._probe(key.lower, probe) if key.lower is not None else 0
-            if upper is None or lower is None:
-                return None
-            extents.add(upper - lower)
-        extent = extents.pop() if len(extents) == 1 else None
-        return extent if extent is not None and extent >= 0 else None
+        return slice_extent(key, step, lo, hi, base, axis, self._int_leaf)
 
-    def _probe(self, e: ast.expr, probe: int, depth: int = 0) -> int | None:
-        """``e`` with every unknown int name set to ``probe`` (None: not an integer expression)."""
-        if depth > 32:
-            return None
-        if isinstance(e, ast.Constant):
-            return e.value if type(e.value) is int else None
+    def _int_leaf(self, e: ast.expr) -> IntV | None:
+        """The integer a name or an ``nl.tile_size`` constant is, for probing a slice's extent (``IntV(None)``:
+        an unknown int, probed; None: not an integer)."""
         if isinstance(e, ast.Name):
             v = self.env.get(e.id)
             if v is None:
-                const = self.ctx.constants.get(e.id)
-                return const if const is not None else probe
-            return (v.value if v.value is not None else probe) if isinstance(v, IntV) else None
-        if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
-            x = self._probe(e.operand, probe, depth + 1)
-            return -x if x is not None else None
-        if isinstance(e, ast.BinOp):
-            x, y = self._probe(e.left, probe, depth + 1), self._probe(e.right, probe, depth + 1)
-            if x is None or y is None or abs(x) > 1 << 40 or abs(y) > 1 << 40:
-                return None
-            if isinstance(e.op, ast.Add):
-                return x + y
-            if isinstance(e.op, ast.Sub):
-                return x - y
-            if isinstance(e.op, ast.Mult):
-                return x * y
-            return None  # // and % are not linear: no claim
+                return IntV(self.ctx.constants.get(e.id))
+            return v if isinstance(v, IntV) else None
         if isinstance(e, ast.Attribute):
             q = self.api(self.qualname(e))
             if q is not None and q[0] == "nl" and q[1].startswith("tile_size."):
-                return TILE_SIZE.get(q[1].split(".", 1)[1])
-            return None
+                size = TILE_SIZE.get(q[1].split(".", 1)[1])
+                return IntV(size) if size is not None else None
         return None
 
     def _is_mgrid(self, node: ast.expr) -> bool:
@@ -494,13 +442,7 @@ class Interpreter:
         if ns == "nl" and name in ALLOCATORS:
             return self.allocation(e, name, args, kwargs)
         if ns == "nl" and name == "arange":
-            n = [known_int(a) for a in args]
-            extent: int | None = None
-            if len(n) == 1:
-                extent = n[0]
-            elif len(n) == 2 and n[0] is not None and n[1] is not None:
-                extent = n[1] - n[0]
-            return IndexV(1, e, (extent if extent is None or extent >= 0 else None,))
+            return arange_index(e, args)
         if ns == "nl" and name == "ds":
             size = args[1] if len(args) > 1 else kwargs.get("size", UNKNOWN)
             return DsV(known_int(size))
@@ -514,112 +456,12 @@ class Interpreter:
         row = nki_api.row(ns, name)
         if row is None:
             return UNKNOWN
-        return self.result(e, row, generation, args, kwargs)
-
-    def result(self, e: ast.Call, row: nki_api.ApiRow, generation: str, args: list[Value],
-               kwargs: dict[str, Value]) -> TileV:
-        """The tile an API call returns, as far as its arguments say (the table's ``result`` kind)."""
-        params = row.params(generation)
-        bound: dict[str, Value] = dict(zip(params, args)) | kwargs
-        tiles = [v for k, v in bound.items() if isinstance(v, TileV) and k not in ("mask", "reduce_res", "dst")]
-        first = tiles[0] if tiles else None
-        kind = row.result_in(generation)
-        dtype_v = bound.get("dtype")
-        dtype = dtype_v.name if isinstance(dtype_v, DtypeV) else None
-        buf_v = bound.get("buffer")
-        buffer = buf_v.kind if isinstance(buf_v, BufferV) else row.buffer
-        shape: tuple[int | None, ...] | None = None
-        if kind == "same" and row.like is not None:
-            src = bound.get(row.like)
-            shape = src.shape if isinstance(src, TileV) else None
-            dtype = dtype or (src.dtype if isinstance(src, TileV) else None)
-        elif kind == "same":
-            shape = broadcast([t.shape for t in tiles]) if tiles else None
-            if dtype is None and tiles and len({t.dtype for t in tiles}) == 1:
-                dtype = first.dtype if first is not None else None
-        elif kind == "load":
-            src = bound.get("src")
-            shape = src.shape if isinstance(src, TileV) else None
-            dtype = dtype or (src.dtype if isinstance(src, TileV) else None)
-        elif kind == "transpose":
-            src = first
-            shape = src.shape[::-1] if src is not None and src.shape is not None and len(src.shape) == 2 else None
-            dtype = dtype or (src.dtype if src is not None else None)
-        elif kind == "reduce":
-            shape = self._reduced(e, first, bound)
-            dtype = dtype or (first.dtype if first is not None else None)
-        elif kind == "matmul":
-            shape, dtype = self._matmul_shape(e, row, bound), "float32"
-        elif kind == "broadcast":
-            shape = self._shape_of(bound.get("shape", UNKNOWN))
-            dtype = dtype or (first.dtype if first is not None else None)
-        elif kind == "memset":
-            shape = self._shape_of(bound.get("shape", UNKNOWN))
-        elif kind == "rows":
-            p = first.shape[0] if first is not None and first.shape else None
-            shape = (p, row.free) if p is not None and row.free is not None else None
-        elif kind == "identity":
-            n = known_int(bound.get("n", UNKNOWN))
-            shape = (n, n) if n is not None else None
-        elif kind == "iota":
-            expr = bound.get("expr")
-            shape = expr.shape if isinstance(expr, IndexV) else None
-        return TileV(shape, dtype, buffer, e)
-
-    @staticmethod
-    def _shape_of(v: Value) -> tuple[int | None, ...] | None:
-        if isinstance(v, TupleV):
-            return tuple(x.value if isinstance(x, (IntV, ParDimV)) else None for x in v.items)
-        if isinstance(v, ShapeV):
-            return v.dims
-        return None
-
-    def _reduced(self, e: ast.Call, x: TileV | None, bound: dict[str, Value]) -> tuple[int | None, ...] | None:
-        if x is None or x.shape is None:
-            return None
-        axis_v = bound.get("axis")
-        axes_v = axis_v.items if isinstance(axis_v, TupleV) else (axis_v,) if axis_v is not None else ()
-        axes = [known_int(a) for a in axes_v]
-        if not axes or None in axes:
-            return None
-        rank = len(x.shape)
-        norm = {a + rank if a < 0 else a for a in axes if a is not None}
-        if any(not 0 <= a < rank for a in norm):
-            return None
-        keep = next((k.value for k in e.keywords if k.arg == "keepdims"), None)
-        if keep is not None and not isinstance(keep, ast.Constant):
-            return None
-        keepdims = bool(keep.value) if isinstance(keep, ast.Constant) else False
-        return tuple((1 if keepdims else None) if k in norm else d for k, d in enumerate(x.shape)
-                     if keepdims or k not in norm)
-
-    def _matmul_shape(self, e: ast.Call, row: nki_api.ApiRow, bound: dict[str, Value]) -> tuple[int | None, ...] | None:
-        if row.ns == "nl":
-            x, y = bound.get("x"), bound.get("y")
-            tx = next((k.value for k in e.keywords if k.arg == "transpose_x"), None)
-            if tx is not None and not isinstance(tx, ast.Constant):
-                return None
-            m_axis = 1 if isinstance(tx, ast.Constant) and tx.value else 0
-        else:
-            x, y, m_axis = bound.get("stationary"), bound.get("moving"), 1
-        if not (isinstance(x, TileV) and isinstance(y, TileV) and x.shape is not None and y.shape is not None
-                and len(x.shape) == 2 and len(y.shape) == 2):
-            return None
-        return (x.shape[m_axis], y.shape[1])
+        return call_result(e, row, generation, args, kwargs)
 
     def allocation(self, e: ast.Call, name: str, args: list[Value], kwargs: dict[str, Value]) -> Value:
         like = name.endswith("_like")
         shape_v = args[0] if args else kwargs.get("shape", UNKNOWN)
-        shape: tuple[int | None, ...] | None = None
-        if like and isinstance(shape_v, TileV):
-            shape = shape_v.shape
-        elif isinstance(shape_v, TupleV):
-            shape = tuple(known_int(x) for x in shape_v.items)  # par_dim dims: reported by the par_dim rule
-        elif isinstance(shape_v, ShapeV):
-            shape = shape_v.dims
-        tile_shape = self._shape_of(shape_v) if isinstance(shape_v, TupleV) else shape
-        tile_par = next((k for k, x in enumerate(shape_v.items) if isinstance(x, ParDimV)), 0) \
-            if isinstance(shape_v, TupleV) else 0
+        shape, tile_shape, tile_par = allocation_shape(shape_v, like)
         dtype_pos = 2 if name == "full" else 1
         dtype_v = kwargs.get("dtype", args[dtype_pos] if len(args) > dtype_pos else UNKNOWN)
         buf_v = kwargs.get("buffer", UNKNOWN)

@@ -68,7 +68,7 @@ def simulate(kernel: str, task: str, target: str | None = None, kernel_name: str
 def simulate_taskless(kernel: str, origin: str | None = None, text: str | None = None, root: str | None = None,
                       target: str | None = None, isolate: bool = True, timeout: float = DEFAULT_TIMEOUT,
                       cancel: threading.Event | None = None, search_path: Sequence[str] = ()) -> SimulateResult:
-    """Simulate a kernel file that has no task (``taskless.py``): its ``__main__`` driver, else a pytest test
+    """Simulate a kernel file that has no task (``taskless/``): its ``__main__`` driver, else a pytest test
     of the workspace calling its kernel, else the inputs of its shape lines (``# nki: a=(256, 512) float32``)
     — the first that launches a kernel of the file. ``SimulateResult.via`` says which ("none": no inputs).
 

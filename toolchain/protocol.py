@@ -28,7 +28,7 @@ Stage = Literal["none", "compiled", "correct", "latency"]
 JobState = Literal["queued", "running", "done", "failed", "cancelled"]
 LatencyKind = Literal["measured", "estimated", "not measured"]
 # what a simulation ran: the task's inputs, or (no task) the file's __main__ driver, a pytest test of the
-# workspace, the inputs of its shape lines, or nothing (no inputs found: ``toolchain/taskless.py``)
+# workspace, the inputs of its shape lines, or nothing (no inputs found: ``toolchain/taskless/``)
 Via = Literal["task", "main", "test", "shapes", "none"]
 
 MAX_SOURCE_CHARS = 256 * 1024  # one kernel / task / module file (Kernel Forge's cap on kernel_source)
@@ -215,7 +215,7 @@ class KernelLaunch(_Model):
 
 class SimulateResult(_Result):
     """One simulated run. With a task: the kernel on the task's inputs (``via`` "task"). Without one
-    (``taskless.py``): what ran — ``via`` "main" (the file's ``__main__`` driver, whose own assertions are the
+    (``taskless/``): what ran — ``via`` "main" (the file's ``__main__`` driver, whose own assertions are the
     verdict), "test" (``via_test``, a pytest test of the workspace), "shapes" (inputs from shape lines) or
     "none" (no inputs) — and each kernel of the file it launched (``launches``; ``kernel_name`` / ``inputs``
     are the first of them); ``tried``: sources passed over because they launched no kernel of the file."""

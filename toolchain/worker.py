@@ -11,7 +11,7 @@ Neuron device, ``device_role.py``), ``baseline`` (the task's reference timed, ``
 ``simulate`` (``estimate`` / ``timeline`` / ``sensitivities`` / ``arithmetic``: the cost model's estimate of
 the launch, with its engine timeline or its sensitivities to the model's constants, on a trace-only run if
 asked), ``taskless`` (a kernel file with no task: its ``__main__`` driver, a pytest test or its shape lines,
-``taskless.py``) and ``describe``. A request's
+``taskless/``) and ``describe``. A request's
 ``search_path`` (folders the kernel and task may import from after their own) is passed to
 ``tasks.load_module``; the worker never writes bytecode.
 """

@@ -2,7 +2,7 @@
 
 Without ``--task`` the task is discovered as the editor does (a ``# nki-task:`` comment, the kernel file
 itself when it defines ``get_inputs``, a sibling ``task.py``); with none, the kernel file is run without a
-task in the same order as the editor's save (``toolchain/taskless.py``): its ``__main__`` driver, a pytest
+task in the same order as the editor's save (``toolchain/taskless/``): its ``__main__`` driver, a pytest
 test under the current folder that calls its kernel, the inputs of its shape lines
 (``# nki: a=(256, 512) float32, b=(256, 512) float32``). The output says what ran.
 """

@@ -1,4 +1,4 @@
-"""The task-less run's pieces (``toolchain/taskless.py``): shape lines, the pre-filled line of "Add input
+"""The task-less run's pieces (``toolchain/taskless/``): shape lines, the pre-filled line of "Add input
 shapes", test discovery (by name, never by running anything), the order of the plans, and the worker's
 plain JSON validating as the typed ``SimulateResult`` on both paths (jailed and in process)."""
 

@@ -3,6 +3,7 @@ after the configured limit and reported as one ``sim_timeout`` diagnostic; the s
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -53,7 +54,10 @@ async def test_a_runaway_kernel_is_stopped_after_the_configured_limit(bare_clien
     codes = [d.code for d in pub.diagnostics if d.source == "nki-sim"]
     assert codes == ["sim_timeout"], codes
     message = next(d.message for d in pub.diagnostics if d.source == "nki-sim")
-    assert "within 2 s" in message, message  # the configured limit, not the default 60 s
+    # the configured limit, not the default 60 s: the sandbox's ("within 2 s") or the simulator's own deadline
+    # inside it (a little earlier, so the worker can still answer), whichever stops it first
+    named = re.search(r"(?:within|limit of) ([0-9.]+) s", message)
+    assert named and 1.0 <= float(named.group(1)) <= 2.0, message
     hover = await bare_client.text_document_hover_async(T.HoverParams(T.TextDocumentIdentifier(uri),
                                                                       T.Position(line=8, character=5)))
     assert hover is not None  # still answering

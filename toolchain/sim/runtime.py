@@ -65,6 +65,7 @@ class Simulation:
     grid: tuple[int, ...] = ()
     program_ids: tuple[int, ...] = ()
     deadline: float = float("inf")
+    time_limit: float | None = None  # seconds the launch may run (the deadline's source; named in the error)
     memory: Any = None  # memory_model.MemoryModel, created with the simulation
     affine: list[AffineFrame] = field(default_factory=list)
     loop_depth: int = 0
@@ -89,7 +90,8 @@ class Simulation:
         """Called by every op and loop step; advances the clock and enforces the cooperative deadline."""
         self.instructions += 1
         if self.instructions & 0x3F == 0 and time.monotonic() > self.deadline:
-            raise NkiError("sim_timeout", "kernel exceeded the simulation time limit", caller_location())
+            limit = f" of {self.time_limit:g} s" if self.time_limit else ""
+            raise NkiError("sim_timeout", f"kernel exceeded the simulation time limit{limit}", caller_location())
 
     # -- trace --------------------------------------------------------------------------------
     def record(self, loc: SourceLocation | None, name: str, shape: tuple[int, ...], dtype: str, buffer: str) -> None:
@@ -133,7 +135,7 @@ class activate:
 def new_simulation(target: str | Target | None, generation: str, time_limit: float | None = None) -> Simulation:
     tgt = target if isinstance(target, Target) else get_target(target)
     deadline = time.monotonic() + time_limit if time_limit else float("inf")
-    sim = Simulation(target=tgt, generation=generation, deadline=deadline)
+    sim = Simulation(target=tgt, generation=generation, deadline=deadline, time_limit=time_limit or None)
     sim.memory = memory_model.MemoryModel(tgt.pmax, tgt.sbuf_bytes_per_partition, tgt.psum_bytes_per_partition)
     return sim
 

@@ -3,4 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
-exec .venv/bin/python -m pytest "$@"
+# two pytest workers (one per core): most tests wait on jailed workers, servers and runners rather than
+# compute; every test is independent (its own temp dirs, ports and server processes)
+exec .venv/bin/python -m pytest -n 2 "$@"

@@ -9,11 +9,14 @@ from __future__ import annotations
 import os
 import re
 
+from ...toolchain.source_facts import KERNEL_DECORATORS
+
 # Kernels are hundreds of lines; scanning more than this is never useful and bounds the work.
 MAX_SOURCE_LINES = 20_000
 MAX_SOURCE_LINE = 1_000
 
-_DECORATOR = re.compile(r"^\s*@\s*[\w.]{0,100}\b(jit|nki_jit|baremetal|simulate_kernel|benchmark|profile|trace)\b")
+# the kernel decorators of source_facts, with a bounded prefix (log-side scans must stay linear)
+_DECORATOR = re.compile(r"^\s*@\s*[\w.]{0,100}\b(" + "|".join(KERNEL_DECORATORS) + r")\b")
 _DEF = re.compile(r"^\s*(?:async\s+)?def\s+(?P<name>\w+)")
 
 Span = tuple[int, int, int, int]  # line, column, end_line, end_column

@@ -87,10 +87,13 @@ class RunResult:
         return isinstance(self.result, VerifyResult) and self.result.correct
 
 
-def check_settings(settings: ServerSettings, input_shapes: dict[str, dict[str, tuple[int, ...]]] | None = None) -> CheckSettings:
-    # "auto": each file is checked against the target its simulation uses by default (the API generation's:
-    # toolchain.targets.resolve_target, applied where the file's generation is known)
-    return CheckSettings(target=settings.target,
+def check_settings(settings: ServerSettings, input_shapes: dict[str, dict[str, tuple[int, ...]]] | None = None,
+                   task_target: str | None = None) -> CheckSettings:
+    # "auto": each file is checked against the target its simulation uses (toolchain.targets.resolve_target:
+    # the task's TARGET when it declares one — ``task_target`` — else the API generation's default, applied
+    # where the file's generation is known)
+    target = task_target if settings.target == "auto" and task_target else settings.target
+    return CheckSettings(target=target,
                          sdk_generation="new" if settings.api_generation == "new" else "",
                          input_shapes=dict(input_shapes or {}))
 

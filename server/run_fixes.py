@@ -145,7 +145,7 @@ async def run_fixes(state: ServerState, snap: Snapshot, kind: str, index: int) -
             return []
         loop = asyncio.get_running_loop()
         fut = loop.run_in_executor(state.run_pool, verified_run_fixes, run, index, snap, rerun,
-                                   analysis.check_settings(state.settings), entry.stop)
+                                   state.check_settings(snap), entry.stop)
         job = entry.jobs[key] = (run, fut)  # the entry keeps ``run`` alive, so its id stays unique
     try:
         fixes = await asyncio.shield(job[1])  # a cancelled request leaves the computation to the next one

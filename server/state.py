@@ -26,15 +26,17 @@ from ..diagnostics.model import Diagnostic, dedupe
 from ..toolchain import taskless
 from ..toolchain.errors import doc_url
 from ..toolchain.protocol import SimulateResult
+from ..toolchain.source_facts import declared_target
 from ..toolchain.task_discovery import missing_task
 from . import analysis
+from ..diagnostics.static import Settings as CheckSettings
 from .analysis import RunResult, StaticResult
 from .convert import file_uri, to_lsp_diagnostic
 from .documents import DocumentStore, Snapshot, uri_to_path
 from .facts import Facts, static_facts
 from .remote import Remote
 from .settings import DEFAULTS, ServerSettings
-from .tasks import TaskRef, discover
+from .tasks import SELF, TaskRef, discover
 
 if TYPE_CHECKING:
     from .app import NkiLanguageServer
@@ -87,6 +89,7 @@ class ServerState:
         self.run_pool = ThreadPoolExecutor(2, thread_name_prefix="nki-run")
         self.notified: set[str] = set()  # one-time messages already shown
         self.remote = Remote(self)
+        self._task_targets: dict[str, tuple[tuple[int, int], str | None]] = {}  # task path -> (stat, TARGET)
 
     # -- helpers ---------------------------------------------------------------------------------
     def doc(self, uri: str) -> DocState:
@@ -100,6 +103,40 @@ class ServerState:
 
     def task_of(self, snap: Snapshot) -> TaskRef | None:
         return discover(snap.path, snap.text, dict(self.settings.task_map), self.root)
+
+    def task_target(self, snap: Snapshot) -> str | None:
+        """The ``TARGET`` the document's task declares (None: none, or ``nkiAgent.target`` is set): the
+        simulation runs on it, so the static check and the hovers use it too. Task files are read once per
+        change on disk (size and mtime)."""
+        if self.settings.target != "auto" or snap.too_large:
+            return None
+        task = self.task_of(snap)
+        if task is None:
+            return None
+        if task.path == SELF:
+            return declared_target(snap.text)
+        try:
+            st = os.stat(task.path)
+        except OSError:
+            return None
+        key = (st.st_mtime_ns, st.st_size)
+        hit = self._task_targets.get(task.path)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        try:
+            with open(task.path, encoding="utf-8", errors="replace") as fh:
+                found = declared_target(fh.read(1 << 20))
+        except OSError:
+            return None
+        if len(self._task_targets) > 256:
+            self._task_targets.clear()
+        self._task_targets[task.path] = (key, found)
+        return found
+
+    def check_settings(self, snap: Snapshot, input_shapes: dict[str, dict[str, tuple[int, ...]]] | None = None
+                       ) -> CheckSettings:
+        """The static check's settings for ``snap`` (its task's target included)."""
+        return analysis.check_settings(self.settings, input_shapes, self.task_target(snap))
 
     def input_shapes(self, snap: Snapshot, facts: Facts | None = None) -> dict[str, dict[str, tuple[int, ...]]]:
         """kernel -> param -> shape from the last simulation's inputs (a task's, or each kernel a task-less
@@ -152,7 +189,7 @@ class ServerState:
                 await asyncio.sleep(delay)
             if not self.store.is_current(snap):
                 return
-            settings = analysis.check_settings(self.settings, self.input_shapes(snap, self._cached_facts(snap)))
+            settings = self.check_settings(snap, self.input_shapes(snap, self._cached_facts(snap)))
             loop = asyncio.get_running_loop()
             result = await loop.run_in_executor(self.static_pool, analysis.static, snap, settings)
             self.stats.static_runs += 1
@@ -257,7 +294,7 @@ class ServerState:
 
     async def facts(self, snap: Snapshot) -> Facts:
         st = self.doc(snap.uri)
-        target = analysis.check_settings(self.settings).target
+        target = self.check_settings(snap).target
         if st.facts and st.facts[0] == snap.revision and st.facts[1] == target:
             return st.facts[2]
         if snap.too_large:

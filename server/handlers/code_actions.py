@@ -58,7 +58,7 @@ def register(ls: NkiLanguageServer) -> None:
         st = ls.state.doc(uri)
         result = st.static
         if result is None or result.revision != snap.revision:
-            settings = analysis.check_settings(ls.state.settings)
+            settings = ls.state.check_settings(snap)
             result = await asyncio.get_running_loop().run_in_executor(ls.state.static_pool, analysis.static, snap,
                                                                       settings)
             if not ls.state.store.is_current(snap):
@@ -82,7 +82,7 @@ def register(ls: NkiLanguageServer) -> None:
             runs: list[tuple[str, int]] = []  # (run tier, index) of the run diagnostics this one stands for
             if isinstance(index, int) and 0 <= index < len(result.diagnostics):
                 fixes = await asyncio.get_running_loop().run_in_executor(
-                    ls.state.static_pool, analysis.fixes_for, result, snap, analysis.check_settings(ls.state.settings),
+                    ls.state.static_pool, analysis.fixes_for, result, snap, ls.state.check_settings(snap),
                     index)
                 runs = run_fixes.matching(ls.state, snap, result.diagnostics[index])
             elif data.get("tier") in run_fixes.RUN_TIERS and data.get("revision") == snap.revision \

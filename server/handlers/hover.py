@@ -65,16 +65,17 @@ def namespaces(text: str) -> dict[str, str]:
 
 def target_name(ls: NkiLanguageServer, uri: str, text: str | None = None) -> str:
     """The target hovers show: the one the document's simulation used, else the one it would use
-    (``toolchain.targets.resolve_target``: the setting, else the file's API generation's default) — the
-    static check's target too."""
+    (``toolchain.targets.resolve_target``: the setting, else its task's ``TARGET``, else the file's API
+    generation's default) — the static check's target too."""
     st = ls.state.docs.get(uri)
     for run in (st.runs.values() if st else ()):
         if run.kind != "remote" and run.result.target:
             return run.result.target
+    snap = ls.state.store.get(uri)
     if text is None:
-        snap = ls.state.store.get(uri)
         text = snap.text if snap is not None else ""
-    return resolve_target(ls.state.settings.target, task=declared_target(text), generation=generation_of_text(text))
+    task = ls.state.task_target(snap) if snap is not None else declared_target(text)
+    return resolve_target(ls.state.settings.target, task=task, generation=generation_of_text(text))
 
 
 def word_at(line: str, index: int) -> tuple[str, int, int] | None:

@@ -90,6 +90,7 @@ class ServerState:
         self.notified: set[str] = set()  # one-time messages already shown
         self.remote = Remote(self)
         self._task_targets: dict[str, tuple[tuple[int, int], str | None]] = {}  # task path -> (stat, TARGET)
+        self._published: dict[str, tuple[int, list[T.Diagnostic]]] = {}  # uri -> the last publish (version, diags)
 
     # -- helpers ---------------------------------------------------------------------------------
     def doc(self, uri: str) -> DocState:
@@ -176,14 +177,16 @@ class ServerState:
         return place(last.result.estimate, snap.text, ran_on, kernel)
 
     # -- static tier -----------------------------------------------------------------------------
-    def schedule_static(self, snap: Snapshot, delay: float | None = None) -> None:
+    def schedule_static(self, snap: Snapshot, delay: float | None = None, only_if_changed: bool = False) -> None:
+        """Check ``snap`` after ``delay`` (default: the debounce) and publish; ``only_if_changed``: stay
+        quiet when the diagnostics come out as already published (the re-check after a run)."""
         st = self.doc(snap.uri)
         if st.pending is not None and not st.pending.done():
             st.pending.cancel()
         wait = self.settings.debounce_ms / 1000 if delay is None else delay
-        st.pending = asyncio.ensure_future(self._static_after(snap, wait))
+        st.pending = asyncio.ensure_future(self._static_after(snap, wait, only_if_changed))
 
-    async def _static_after(self, snap: Snapshot, delay: float) -> None:
+    async def _static_after(self, snap: Snapshot, delay: float, only_if_changed: bool = False) -> None:
         try:
             if delay > 0:
                 await asyncio.sleep(delay)
@@ -203,7 +206,7 @@ class ServerState:
             self.stats.stale_dropped += 1
             return
         self.doc(snap.uri).static = result
-        self.publish(snap.uri)
+        self.publish(snap.uri, only_if_changed)
 
     # -- simulation / verification tier ----------------------------------------------------------
     async def run(self, kind: str, snap: Snapshot, task: TaskRef) -> RunResult | None:
@@ -235,7 +238,9 @@ class ServerState:
         if self.store.is_current(snap):
             self.publish(snap.uri)
             if isinstance(result.result, SimulateResult) and (result.result.inputs or result.result.launches):
-                self.schedule_static(snap, 0)  # the inputs make the static checks rank-aware
+                # the inputs make the static checks rank-aware; a save still publishes once unless that
+                # re-check finds something new
+                self.schedule_static(snap, 0, only_if_changed=True)
         else:
             self.stats.stale_dropped += 1
         return result
@@ -347,15 +352,20 @@ class ServerState:
         return snap, [to_lsp_diagnostic(d, lines, uri, to_uri, {"tier": tier, "index": k, "revision": snap.revision})
                       for tier, k, d in diags]
 
-    def publish(self, uri: str) -> None:
+    def publish(self, uri: str, only_if_changed: bool = False) -> None:
         snap, diags = self.lsp_diagnostics(uri)
         if snap is None:
             return
+        last = (snap.version, diags)
+        if only_if_changed and self._published.get(uri) == last:
+            return
+        self._published[uri] = last
         self.server.text_document_publish_diagnostics(
             T.PublishDiagnosticsParams(uri=uri, diagnostics=diags, version=snap.version))
         self.stats.published += 1
 
     def clear(self, uri: str) -> None:
+        self._published.pop(uri, None)
         st = self.docs.pop(uri, None)
         if st is not None and st.pending is not None:
             st.pending.cancel()

@@ -77,11 +77,12 @@ def build() -> NkiLanguageServer:
         hover,
         inlay_hints,
         introspection,
+        kernel_report,
         lifecycle,
     )
 
     ls = NkiLanguageServer()
     for module in (lifecycle, documents, hover, inlay_hints, code_actions, code_lens, commands, agent_fix,
-                   introspection):
+                   introspection, kernel_report):
         module.register(ls)
     return ls

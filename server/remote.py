@@ -107,6 +107,7 @@ class Remote:
         if snap.uri not in self.state.docs or self.state.store.get(snap.uri) is None:
             return result
         self.state.doc(snap.uri).runs["remote"] = result
+        self.state.doc(snap.uri).history.append(result)
         if self.state.store.is_current(snap):
             self.state.publish(snap.uri)
         else:

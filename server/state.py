@@ -14,6 +14,7 @@ import asyncio
 import logging
 import os
 import threading
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -57,6 +58,9 @@ def missing_task_diagnostic(snap: Snapshot) -> Diagnostic | None:
                       m.column + len(m.written), "nki-agent", doc_url("sim_task_not_found"))
 
 
+HISTORY_RUNS = 20  # runs per document kept for the kernel report (each holds its buffer's text)
+
+
 @dataclass
 class Stats:
     """Counters for tests and benchmarks (``nki/stats``)."""
@@ -72,6 +76,7 @@ class Stats:
 class DocState:
     static: StaticResult | None = None
     runs: dict[str, RunResult] = field(default_factory=dict)  # simulate / verify -> last result (any revision)
+    history: deque[RunResult] = field(default_factory=lambda: deque(maxlen=HISTORY_RUNS))  # kernel report
     pending: asyncio.Task[None] | None = None
     facts: tuple[int, str, Facts] | None = None  # (revision, target, facts)
     taskless_facts: tuple[int, taskless.Facts] | None = None  # (revision, what a task-less run would run)
@@ -235,6 +240,7 @@ class ServerState:
         if snap.uri not in self.docs or self.store.get(snap.uri) is None:
             return result
         self.doc(snap.uri).runs[kind] = result
+        self.doc(snap.uri).history.append(result)
         if self.store.is_current(snap):
             self.publish(snap.uri)
             if isinstance(result.result, SimulateResult) and (result.result.inputs or result.result.launches):

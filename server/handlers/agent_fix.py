@@ -8,7 +8,15 @@ version, sent with ``workspace/applyEdit`` only if the buffer is still at that v
 refuses a versioned edit too, so a keystroke typed meanwhile is never overwritten (one undo restores
 the previous text). A stale result is not applied; the user is offered a rerun. The outcome goes out
 as ``window/showMessage`` (summary), ``window/logMessage`` (the diff) and an ``nki/agentResult``
-notification (verdict, diff, applied) for clients that render it. One run per document at a time.
+notification (verdict, diff, applied, rejected, dollars, tokens) for clients that render it. One run per
+document at a time.
+
+A client that previews the edit (the VS Code extension shows a diff with Accept / Reject) answers
+``workspace/applyEdit`` with ``applied: false`` and the failure reason ``REJECTED`` when the user rejects
+it: that is "rejected", not "stale" (no Rerun offered). Any other refusal is stale. A client that shows
+its own progress (``nki.fixKernel [{"uri": U, "progress": "client"}]``) gets ``nki/agentProgress``
+notifications (``{uri, message, dollars, tokens}``) instead of ``window/workDoneProgress``, and cancels
+with ``nki.cancelAgent [U]``.
 """
 
 from __future__ import annotations
@@ -39,6 +47,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RESULT_NOTIFICATION = "nki/agentResult"
+PROGRESS_NOTIFICATION = "nki/agentProgress"
+# workspace/applyEdit failureReason of a client whose user rejected the previewed fix (not a stale edit)
+REJECTED = "rejected by the user"
 RERUN = "Rerun"
 # Test-only: run candidates in the server process instead of the sandbox (fast race trials). Never set by users.
 IN_PROCESS_ENV = "NKI_AGENT_TEST_IN_PROCESS"
@@ -84,7 +95,12 @@ def _message(ls: Any, kind: T.MessageType, text: str) -> None:
     ls.window_show_message(T.ShowMessageParams(type=kind, message=text))
 
 
-async def start(ls: Any, uri: str) -> dict[str, Any]:
+def client_progress(args: tuple[Any, ...]) -> bool:
+    """Does the client show its own progress (``[{"uri": U, "progress": "client"}]``)?"""
+    return bool(args) and isinstance(args[0], dict) and args[0].get("progress") == "client"
+
+
+async def start(ls: Any, uri: str, own_progress: bool = False) -> dict[str, Any]:
     snap = ls.state.store.get(uri)
     if snap is None:
         raise ValueError(f"{FIX_KERNEL} needs the URI of an open document")
@@ -104,10 +120,10 @@ async def start(ls: Any, uri: str) -> dict[str, Any]:
         return {"started": False, "reason": str(e)}
     ev = threading.Event()
     _by_uri[uri] = ev  # claimed before any await: a second command for this document sees it
-    token = await progress_token(ls)
+    token = None if own_progress else await progress_token(ls)
     if token is not None:
         _by_token[token] = ev
-    asyncio.ensure_future(_job(ls, snap, task, router, token, ev))
+    asyncio.ensure_future(_job(ls, snap, task, router, token, ev, own_progress))
     return {"started": True, "task": task.path, "how": task.how, "token": token,
             "backends": [f"{b.name}:{b.model}" for b in router.tiers]}
 
@@ -122,7 +138,7 @@ def progress_text(e: Event) -> str:
 
 
 async def _job(ls: Any, snap: Snapshot, task: TaskRef, router: Router, token: str | None,
-               ev: threading.Event) -> None:
+               ev: threading.Event, own_progress: bool = False) -> None:
     loop = asyncio.get_running_loop()
     progress = ls.work_done_progress
     if token is not None:
@@ -130,8 +146,13 @@ async def _job(ls: Any, snap: Snapshot, task: TaskRef, router: Router, token: st
                                                       message=f"{os.path.basename(snap.path)} with {router.label}"))
 
     def report(e: Event) -> None:
-        if token is not None and e.kind in ("start", "turn", "tool", "route", "result"):
+        if e.kind not in ("start", "turn", "tool", "route", "result"):
+            return
+        if token is not None:
             loop.call_soon_threadsafe(progress.report, token, T.WorkDoneProgressReport(message=progress_text(e)))
+        elif own_progress:
+            loop.call_soon_threadsafe(ls.protocol.notify, PROGRESS_NOTIFICATION, {
+                "uri": snap.uri, "message": progress_text(e), "dollars": e.dollars, "tokens": e.tokens})
 
     self_task = task.path == SELF
     work = functools.partial(run_agent, AgentSnapshot(snap.uri, snap.version, snap.text), snap.path,
@@ -150,11 +171,11 @@ async def _job(ls: Any, snap: Snapshot, task: TaskRef, router: Router, token: st
             _by_token.pop(token, None)
             progress.end(token, T.WorkDoneProgressEnd(message=result.verdict if result else "failed"))
     if result is not None:
-        await _finish(ls, snap, task, result)
+        await _finish(ls, snap, task, result, own_progress)
 
 
-async def _finish(ls: Any, snap: Snapshot, task: TaskRef, result: AgentResult) -> None:
-    applied, stale = False, False
+async def _finish(ls: Any, snap: Snapshot, task: TaskRef, result: AgentResult, own_progress: bool = False) -> None:
+    applied, stale, rejected = False, False, False
     refused = result.edit is not None and not result.trusted(ls.state.settings.trust_local)
     if refused:
         _message(ls, T.MessageType.Warning, f"NKI Agent: {result.refusal()}")
@@ -176,27 +197,32 @@ async def _finish(ls: Any, snap: Snapshot, task: TaskRef, result: AgentResult) -
             try:
                 resp = await ls.workspace_apply_edit_async(params)
                 applied = bool(resp.applied)
+                rejected = not applied and resp.failure_reason == REJECTED
             except Exception as e:  # noqa: BLE001 - the client errored: treat as not applied
                 log.warning("workspace/applyEdit failed: %s", e)
-            stale = not applied
+            stale = not applied and not rejected
         if result.trajectory:
-            mark_accepted(result.trajectory, applied, "editor: applied" if applied else "editor: stale, not applied",
-                          trusted=result.trusted(ls.state.settings.trust_local))
+            note = "editor: applied" if applied else "editor: rejected by the user" if rejected else \
+                "editor: stale, not applied"
+            mark_accepted(result.trajectory, applied, note, trusted=result.trusted(ls.state.settings.trust_local))
     if result.diff:
         ls.window_log_message(T.LogMessageParams(type=T.MessageType.Info,
                                                  message=f"NKI Agent diff for {snap.path}:\n{result.diff}"))
     if stale:
-        _offer_rerun(ls, snap.uri, result)
+        _offer_rerun(ls, snap.uri, result, own_progress)
+    elif rejected:
+        _message(ls, T.MessageType.Info, "NKI Agent: fix rejected; the kernel is unchanged (the diff is in the log).")
     else:
         kind = T.MessageType.Info if result.ok else T.MessageType.Warning
         _message(ls, kind, f"NKI Agent: {result.summary()}")
     ls.protocol.notify(RESULT_NOTIFICATION, {  # last: a client that waits for it has seen everything else
         "uri": snap.uri, "version": snap.version, "verdict": result.verdict, "summary": result.summary(),
-        "diff": result.diff, "applied": applied, "stale": stale, "trajectory": result.trajectory,
-        "sandbox": result.sandbox, "refused": refused})
+        "diff": result.diff, "applied": applied, "stale": stale, "rejected": rejected,
+        "trajectory": result.trajectory, "sandbox": result.sandbox, "refused": refused,
+        "dollars": result.dollars, "tokens": result.usage.total, "turns": result.turns})
 
 
-def _offer_rerun(ls: Any, uri: str, result: AgentResult) -> None:
+def _offer_rerun(ls: Any, uri: str, result: AgentResult, own_progress: bool = False) -> None:
     """Ask "Rerun?" (the request goes out now; the answer is awaited in the background)."""
     params = T.ShowMessageRequestParams(
         type=T.MessageType.Warning, actions=[T.MessageActionItem(title=RERUN)],
@@ -217,7 +243,7 @@ def _offer_rerun(ls: Any, uri: str, result: AgentResult) -> None:
                 _message(ls, T.MessageType.Info, "NKI Agent: the document was closed; open it and run the fix again.")
                 return
             try:
-                await start(ls, uri)
+                await start(ls, uri, own_progress)
             except Exception as e:  # noqa: BLE001 - nobody awaits this task: say it instead
                 _message(ls, T.MessageType.Error, f"NKI Agent: could not rerun: {e}")
 
@@ -239,4 +265,4 @@ def register(ls: NkiLanguageServer) -> None:
         uri = uri_arg(args)
         if uri is None:
             raise ValueError(f"{FIX_KERNEL} needs the URI of an open document")
-        return await start(ls, uri)
+        return await start(ls, uri, client_progress(args))

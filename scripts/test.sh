@@ -3,6 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
+bash scripts/install_vscode_e2e.sh  # code-server, Node 24, playwright for tests/e2e_vscode (cached in .cache/)
 # two pytest workers (one per core): most tests wait on jailed workers, servers and runners rather than
 # compute; every test is independent (its own temp dirs, ports and server processes)
 exec .venv/bin/python -m pytest -n 2 "$@"

@@ -4,17 +4,18 @@
 // settings as initializationOptions and live didChangeConfiguration, and the server's notifications.
 import * as vscode from 'vscode';
 import {
-  CloseAction, ErrorAction, ExecuteCommandRequest, LanguageClient, LanguageClientOptions, ServerOptions, Trace,
+  CancellationToken, CloseAction, ErrorAction, ExecuteCommandRequest, LanguageClient, LanguageClientOptions, ServerOptions, Trace,
   TransportKind,
 } from 'vscode-languageclient/node';
 import { SECTION } from './ids';
 import * as readline from 'readline';
 import { serverLine, traceFor } from './log';
+import { ApplyResult } from './fixPreview';
 import { ConnectionFactory, ServerConnection } from './session';
 
 /** A LanguageClient that logs its errors but leaves every notification to the session (no duplicate pop-ups).
- *  Seam for the agent-fix diff preview: override `handleApplyWorkspaceEdit` here and, for the edit labelled
- *  "NKI Agent: fix kernel", show the diff and apply only on accept (answer `{applied: false}` on reject). */
+ *  The agent's fix (the applyEdit labelled "NKI Agent: fix kernel") goes to the diff preview through the
+ *  `workspace.handleApplyEdit` middleware (fixPreview.ts); every other edit is applied as usual. */
 class QuietLanguageClient extends LanguageClient {
   override error(message: string, data?: unknown, _showNotification?: boolean | 'force'): void {
     super.error(message, data, false);
@@ -29,9 +30,11 @@ export function settingsSnapshot(): Record<string, unknown> {
 }
 
 export type NotificationHandler = (method: string, params: unknown) => void;
+/** The answer to a server applyEdit the extension handles itself (the agent's fix), else undefined. */
+export type ApplyEditHandler = (params: unknown) => Promise<ApplyResult> | undefined;
 
 export function connectionFactory(channel: vscode.LogOutputChannel, onNotification: NotificationHandler,
-  notifications: readonly string[]): ConnectionFactory {
+  notifications: readonly string[], onApplyEdit: ApplyEditHandler = () => undefined): ConnectionFactory {
   return (spec, hooks) => {
     const serverOptions: ServerOptions = {
       command: spec.command,
@@ -47,6 +50,11 @@ export function connectionFactory(channel: vscode.LogOutputChannel, onNotificati
       initializationOptions: settingsSnapshot(),
       synchronize: { configurationSection: SECTION },
       initializationFailedHandler: () => false,
+      middleware: {
+        workspace: {
+          handleApplyEdit: async (params, next) => (await onApplyEdit(params)) ?? next(params, CancellationToken.None),
+        },
+      },
       stdioOptions: {
         stdout: () => undefined, // stdio transport: stdout is the LSP stream
         stderr: (input, out) => {
@@ -79,6 +87,7 @@ export function connectionFactory(channel: vscode.LogOutputChannel, onNotificati
         }
       },
       executeCommand: (command, args) => client.sendRequest(ExecuteCommandRequest.type, { command, arguments: args }),
+      sendRequest: (method, params) => client.sendRequest(method, params),
       setLogLevel: (level) => {
         void client.setTrace(TRACE[traceFor(level)]);
       },

@@ -2,7 +2,10 @@
 // (nki.verify, nki.explainError, nki.fixKernel); these add what only the editor knows: the active
 // document, the diagnostic under the cursor, quick picks for target and runner, secrets.
 import * as vscode from 'vscode';
+import { AgentRuns } from './agentRuns';
+import { Decision, FixPreview, fileName } from './fixPreview';
 import { COMMANDS, SECTION, SERVER_COMMANDS, TARGETS, isServerDiagnosticSource } from './ids';
+import { KernelReportPanels } from './kernelReport';
 import { ANTHROPIC_KEY, RUNNER_TOKEN, Secrets, chainNeedsAnthropicKey } from './secrets';
 import { Session } from './session';
 
@@ -15,6 +18,11 @@ export interface CommandDeps {
   /** Recent runner URLs (kept in globalState). */
   recentRunners(): string[];
   rememberRunner(url: string): Thenable<void>;
+  /** Agent runs' progress notifications and spend. */
+  agent: Pick<AgentRuns, 'begin' | 'end' | 'running'>;
+  /** The open agent-fix diff preview. */
+  preview: Pick<FixPreview, 'decide' | 'open'>;
+  reports: Pick<KernelReportPanels, 'show'>;
 }
 
 /** The code of a VS Code diagnostic as the server's id (string codes, or `{value}` objects). */
@@ -46,16 +54,21 @@ function settingsTarget(): vscode.ConfigurationTarget {
   return vscode.workspace.workspaceFolders?.length ? vscode.ConfigurationTarget.Workspace : vscode.ConfigurationTarget.Global;
 }
 
+/** The one message for a command while the server is down, with its way out. */
+async function serverDown(deps: CommandDeps): Promise<void> {
+  const choice = await vscode.window.showWarningMessage(
+    `NKI Agent: the language server is not running (${deps.session.state}).`, 'Show log', 'Restart');
+  if (choice === 'Show log') {
+    deps.showLog();
+  } else if (choice === 'Restart') {
+    await deps.session.restartNow();
+  }
+}
+
 async function runOnServer(deps: CommandDeps, command: string, args: unknown[]): Promise<unknown> {
   const conn = deps.session.connection;
   if (conn === undefined) {
-    const choice = await vscode.window.showWarningMessage(
-      `NKI Agent: the language server is not running (${deps.session.state}).`, 'Show log', 'Restart');
-    if (choice === 'Show log') {
-      deps.showLog();
-    } else if (choice === 'Restart') {
-      await deps.session.restartNow();
-    }
+    await serverDown(deps);
     return undefined;
   }
   try {
@@ -88,7 +101,33 @@ export async function fixKernel(deps: CommandDeps): Promise<void> {
     }
     return; // the server restarts with the key / the new chain: the user runs the fix again
   }
-  await runOnServer(deps, SERVER_COMMANDS.fixKernel, [ed.document.uri.toString()]);
+  const uri = ed.document.uri.toString();
+  if (deps.agent.running.includes(uri)) {
+    void vscode.window.showInformationMessage('NKI Agent: already fixing this kernel (cancel it from its progress notification).');
+    return;
+  }
+  deps.agent.begin(uri, fileName(uri)); // the progress shows at once; the server's nki/agentProgress fills it in
+  const res = await runOnServer(deps, SERVER_COMMANDS.fixKernel, [{ uri, progress: 'client' }]) as { started?: boolean } | undefined;
+  if (!res?.started) {
+    deps.agent.end(uri); // the server said why (no task, already running, a bad backend)
+  }
+}
+
+export async function showKernelReport(deps: CommandDeps): Promise<void> {
+  const ed = pythonEditor();
+  if (ed !== undefined) {
+    if (deps.session.connection === undefined) {
+      await serverDown(deps);
+      return;
+    }
+    await deps.reports.show(ed.document.uri.toString());
+  }
+}
+
+export function decideFix(deps: CommandDeps, decision: Decision): void {
+  if (!deps.preview.decide(decision)) {
+    void vscode.window.showInformationMessage('NKI Agent: no agent fix is waiting for Accept / Reject.');
+  }
 }
 
 export async function verifyNow(deps: CommandDeps): Promise<void> {
@@ -178,6 +217,7 @@ export async function selectRunner(deps: CommandDeps): Promise<void> {
 
 export function statusMenu(): Thenable<void> {
   const items = [
+    { label: 'Show kernel report', command: COMMANDS.showKernelReport },
     { label: 'Select target', command: COMMANDS.selectTarget },
     { label: 'Select runner', command: COMMANDS.selectRunner },
     { label: 'Select interpreter', command: COMMANDS.selectInterpreter },
@@ -206,5 +246,8 @@ export function registerCommands(deps: CommandDeps): vscode.Disposable[] {
     reg(COMMANDS.installServer, () => deps.install()),
     reg(COMMANDS.showLog, () => deps.showLog()),
     reg(COMMANDS.statusMenu, () => statusMenu()),
+    reg(COMMANDS.showKernelReport, () => showKernelReport(deps)),
+    reg(COMMANDS.acceptFix, () => decideFix(deps, 'accept')),
+    reg(COMMANDS.rejectFix, () => decideFix(deps, 'reject')),
   ];
 }

@@ -3,9 +3,16 @@
 // setting, Python extension environment, secrets) or refresh the status bar (target, runner URL).
 import * as fs from 'fs';
 import * as vscode from 'vscode';
+import { AgentProgressParams, AgentResultParams, AgentRuns } from './agentRuns';
 import { connectionFactory } from './client';
 import { CommandDeps, registerCommands } from './commands';
-import { COMMANDS, INTERPRETER_SETTING, SECTION, SERVER_NOTIFICATIONS } from './ids';
+import { FixPreview, agentFixEdit } from './fixPreview';
+import {
+  COMMANDS, INTERPRETER_SETTING, PREVIEW_SCHEME, SECTION, SERVER_COMMANDS, SERVER_NOTIFICATIONS, SERVER_REQUESTS,
+} from './ids';
+import { KernelReportPanels } from './kernelReport';
+import { PreviewContent, vscodePreview } from './previewUi';
+import { KernelReport } from './reportHtml';
 import { installServer, installSource } from './install';
 import { InterpreterSources, discoverInterpreter, whichOnPath } from './interpreter';
 import { PICKED_KEY, selectInterpreter } from './interpreterPicker';
@@ -40,9 +47,41 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     which: (name) => whichOnPath(name),
   };
 
+  // agent runs (progress, spend), the fix's diff preview, the kernel report panels
+  const agentRuns = new AgentRuns(async (uri) => session?.connection?.executeCommand(SERVER_COMMANDS.cancelAgent, [uri]));
+  const content = new PreviewContent();
+  const previewVs = vscodePreview(content);
+  const preview = new FixPreview(previewVs.docs, previewVs.ui, (uri) => agentRuns.end(uri));
+  const reports = new KernelReportPanels(async (uri) => {
+    const conn = session?.connection;
+    return conn === undefined ? `the language server is not running (${session?.state ?? 'starting'})`
+      : await conn.sendRequest(SERVER_REQUESTS.kernelReport, { uri }) as KernelReport;
+  });
+  context.subscriptions.push(agentRuns, reports,
+    vscode.workspace.registerTextDocumentContentProvider(PREVIEW_SCHEME, content),
+    vscode.window.tabGroups.onDidChangeTabs((e) => {
+      if (e.closed.some(previewVs.isPreviewDiff)) {
+        preview.decide('reject'); // closing the diff is a "no"
+      }
+    }),
+    vscode.languages.onDidChangeDiagnostics((e) => {
+      const open = new Set(reports.open);
+      for (const uri of e.uris) {
+        if (open.has(uri.toString())) {
+          void reports.refresh(uri.toString()); // a verification or simulation published: the report follows
+        }
+      }
+    }));
+
   let runner: RunnerState = { kind: 'local' };
-  const render = () => status.show(statusView(
-    vscode.workspace.getConfiguration(SECTION).get<string>('target') ?? 'auto', runner, session?.state ?? 'starting'));
+  const render = () => {
+    if (session !== undefined && session.state !== 'running' && session.state !== 'starting') {
+      agentRuns.endAll(); // no result will come from a stopped server
+    }
+    status.show(statusView(vscode.workspace.getConfiguration(SECTION).get<string>('target') ?? 'auto', runner,
+      session?.state ?? 'starting', agentRuns.spend));
+  };
+  context.subscriptions.push(agentRuns.onDidChangeSpend(() => render()));
   const showLog = () => channel.show(true);
   const pickStore = {
     get: (k: string) => context.workspaceState.get<string>(k),
@@ -78,16 +117,25 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   };
 
   const onNotification = (method: string, params: unknown) => {
-    if (method === SERVER_NOTIFICATIONS.agentResult) {
-      // Seam: the agent-fix diff preview (accept / reject) starts from this notification.
-      const p = params as { uri?: string; verdict?: string; applied?: boolean };
-      log.info(`agent result for ${p.uri}: ${p.verdict}${p.applied ? ' (applied)' : ''}`);
+    if (method === SERVER_NOTIFICATIONS.agentProgress) {
+      agentRuns.progress(params as AgentProgressParams);
+    } else if (method === SERVER_NOTIFICATIONS.agentResult) {
+      const p = params as AgentResultParams;
+      agentRuns.result(p);
+      const how = p.applied ? ' (applied)' : p.rejected ? ' (rejected)' : p.stale ? ' (stale, not applied)' : '';
+      log.info(`agent result for ${p.uri}: ${p.verdict}${how}, $${Number(p.dollars ?? 0).toFixed(4)}, ${p.tokens ?? 0} tokens`);
+      if (typeof p.uri === 'string') {
+        void reports.refresh(p.uri);
+      }
     }
   };
 
   session = new Session({
     log,
-    connect: connectionFactory(channel, onNotification, Object.values(SERVER_NOTIFICATIONS)),
+    connect: connectionFactory(channel, onNotification, Object.values(SERVER_NOTIFICATIONS), (params) => {
+      const fix = agentFixEdit(params);
+      return fix === undefined ? undefined : preview.handle(fix);
+    }),
     discover: () => discoverInterpreter(sources),
     probe: (py) => probeInterpreter(py, { cwd, env: process.env }),
     secrets: () => secrets.all(),
@@ -144,6 +192,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     recentRunners: () => context.globalState.get<string[]>(RECENT_RUNNERS) ?? [],
     rememberRunner: (url) => context.globalState.update(RECENT_RUNNERS,
       [url, ...(context.globalState.get<string[]>(RECENT_RUNNERS) ?? []).filter((u) => u !== url)].slice(0, 5)),
+    agent: agentRuns,
+    preview,
+    reports,
   };
   context.subscriptions.push(...registerCommands(deps));
   context.subscriptions.push(

@@ -21,6 +21,10 @@ export const COMMANDS = {
   selectInterpreter: 'nkiAgent.selectInterpreter',
   installServer: 'nkiAgent.installServer',
   showLog: 'nkiAgent.showLog',
+  showKernelReport: 'nkiAgent.showKernelReport',
+  /** Accept / Reject the agent's fix shown in the diff preview (its editor title and the palette while one is open). */
+  acceptFix: 'nkiAgent.acceptFix',
+  rejectFix: 'nkiAgent.rejectFix',
   /** Not in the palette: the status bar item's menu. */
   statusMenu: 'nkiAgent.statusMenu',
 } as const;
@@ -36,7 +40,22 @@ export const SERVER_COMMANDS = {
 /** Server notifications the extension listens to. */
 export const SERVER_NOTIFICATIONS = {
   agentResult: 'nki/agentResult',
+  agentProgress: 'nki/agentProgress',
 } as const;
+
+/** Custom requests of the server. */
+export const SERVER_REQUESTS = {
+  kernelReport: 'nki/kernelReport',
+} as const;
+
+/** The label of the server's workspace/applyEdit carrying the agent's fix (server/handlers/agent_fix.py). */
+export const AGENT_FIX_LABEL = 'NKI Agent: fix kernel';
+/** applyEdit failureReason when the user rejects the previewed fix (agent_fix.REJECTED: "rejected", not stale). */
+export const AGENT_FIX_REJECTED = 'rejected by the user';
+/** Context key set while an agent fix preview waits for Accept / Reject. */
+export const PREVIEW_CONTEXT = 'nkiAgent.fixPreviewOpen';
+/** URI scheme of the virtual documents the diff preview shows (the current and the proposed text). */
+export const PREVIEW_SCHEME = 'nki-agent-fix';
 
 /** The server's module: `python -m nki_agent.server`. */
 export const SERVER_MODULE = 'nki_agent.server';

@@ -26,6 +26,8 @@ export interface ServerConnection {
   start(): Promise<void>;
   stop(): Promise<void>;
   executeCommand(command: string, args: unknown[]): Promise<unknown>;
+  /** A custom request of the server (e.g. nki/kernelReport). */
+  sendRequest(method: string, params: unknown): Promise<unknown>;
   setLogLevel(level: vscode.LogLevel): void;
 }
 

@@ -1,6 +1,8 @@
 // The status bar item: the target (auto/trn1/trn2/trn3), the runner state (local / remote host /
-// unreachable) and the server's state when it is not running; clicking it opens the NKI Agent menu.
+// unreachable), the fix agent's spend since the editor started (after its first run) and the server's
+// state when it is not running; clicking it opens the NKI Agent menu.
 import * as vscode from 'vscode';
+import { Spend } from './agentRuns';
 import { COMMANDS } from './ids';
 import { RunnerState, shortUrl } from './runner';
 
@@ -13,7 +15,14 @@ export interface StatusView {
 }
 
 /** Pure rendering of the status item. */
-export function statusView(target: string, runner: RunnerState, server: ServerState): StatusView {
+/** "$0.0123" below a dollar (model calls cost cents), "$1.23" above. */
+export function dollars(v: number): string {
+  return v < 1 ? `$${v.toFixed(4)}` : `$${v.toFixed(2)}`;
+}
+
+const NO_SPEND: Spend = { dollars: 0, tokens: 0, runs: 0 };
+
+export function statusView(target: string, runner: RunnerState, server: ServerState, spend: Spend = NO_SPEND): StatusView {
   let runnerText: string;
   let runnerTip: string;
   let warning = false;
@@ -45,9 +54,12 @@ export function statusView(target: string, runner: RunnerState, server: ServerSt
   };
   const icon = server === 'running' ? '$(circuit-board)' : server === 'starting' ? '$(sync~spin)' : '$(warning)';
   warning = warning || server === 'needs-setup' || server === 'crashed';
+  const spendText = spend.runs ? ` · ${dollars(spend.dollars)}` : '';
+  const spendTip = `Agent spend since the editor started: ${dollars(spend.dollars)}, ${spend.tokens.toLocaleString('en-US')} tokens, ` +
+    `${spend.runs} run(s)`;
   return {
-    text: `${icon} NKI ${target} · ${runnerText}`,
-    tooltip: `NKI Agent — target: ${target}\n${runnerTip}\n${serverTip[server]}\nClick for NKI Agent actions`,
+    text: `${icon} NKI ${target} · ${runnerText}${spendText}`,
+    tooltip: `NKI Agent — target: ${target}\n${runnerTip}\n${spendTip}\n${serverTip[server]}\nClick for NKI Agent actions`,
     warning,
   };
 }

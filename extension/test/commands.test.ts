@@ -1,11 +1,11 @@
 import * as assert from 'node:assert/strict';
 import { beforeEach, test } from 'node:test';
 import { fake, FakeSecretStorage, Position, Range, Uri } from './fake-vscode';
-import { CommandDeps, diagnosticCode, diagnosticsFor, fixKernel, missingAnthropicKey, selectTarget, validRunnerUrl, verifyNow } from '../src/commands';
+import { CommandDeps, decideFix, diagnosticCode, diagnosticsFor, fixKernel, missingAnthropicKey, selectTarget, showKernelReport, validRunnerUrl, verifyNow } from '../src/commands';
 import { ANTHROPIC_KEY, Secrets } from '../src/secrets';
 import { Session } from '../src/session';
 
-beforeEach(() => fake.reset());
+beforeEach(() => { fake.reset(); agentCalls.length = 0; decisions.length = 0; reportsShown.length = 0; });
 
 const diag = (code: unknown, source: string, line: number) =>
   ({ code, source, message: `m${line}`, range: new Range(new Position(line, 0), new Position(line, 10)) });
@@ -24,15 +24,27 @@ test('runner URL validation', () => {
   assert.ok(validRunnerUrl(''));
 });
 
-function deps(executed: { command: string; args: unknown[] }[], storage = new FakeSecretStorage()): CommandDeps {
+const agentCalls: string[] = [];
+const decisions: string[] = [];
+const reportsShown: string[] = [];
+
+function deps(executed: { command: string; args: unknown[] }[], storage = new FakeSecretStorage(), started = true): CommandDeps {
   const session = {
     state: 'running',
-    connection: { executeCommand: async (command: string, args: unknown[]) => { executed.push({ command, args }); return { started: true }; } },
+    connection: { executeCommand: async (command: string, args: unknown[]) => { executed.push({ command, args }); return { started }; } },
     restartNow: async () => undefined,
   } as unknown as Session;
+  const running: string[] = [];
   return {
     session, secrets: new Secrets(storage as never), showLog: () => undefined, selectInterpreter: async () => undefined,
     install: async () => undefined, recentRunners: () => [], rememberRunner: async () => undefined,
+    agent: {
+      begin: (uri: string) => { agentCalls.push(`begin ${uri}`); running.push(uri); },
+      end: (uri: string) => { agentCalls.push(`end ${uri}`); running.splice(running.indexOf(uri), 1); },
+      get running() { return running; },
+    },
+    preview: { open: false, decide: (d: string) => { decisions.push(d); return d === 'accept'; } },
+    reports: { show: async (uri: string) => { reportsShown.push(uri); } },
   };
 }
 
@@ -41,7 +53,32 @@ test('Verify now and Fix kernel call the server commands with the document URI',
   fake.activeTextEditor = { document: { languageId: 'python', uri: Uri.file('/ws/k.py') } };
   await verifyNow(deps(executed));
   await fixKernel(deps(executed));
-  assert.deepEqual(executed, [{ command: 'nki.verify', args: ['file:///ws/k.py'] }, { command: 'nki.fixKernel', args: ['file:///ws/k.py'] }]);
+  assert.deepEqual(executed, [{ command: 'nki.verify', args: ['file:///ws/k.py'] },
+    { command: 'nki.fixKernel', args: [{ uri: 'file:///ws/k.py', progress: 'client' }] }]);
+  assert.deepEqual(agentCalls, ['begin file:///ws/k.py']); // the progress stays until the preview or the result
+});
+
+test('Fix kernel that the server does not start closes its progress; a second run on the same kernel is refused here', async () => {
+  const executed: { command: string; args: unknown[] }[] = [];
+  fake.activeTextEditor = { document: { languageId: 'python', uri: Uri.file('/ws/k.py') } };
+  await fixKernel(deps(executed, new FakeSecretStorage(), false));
+  assert.deepEqual(agentCalls, ['begin file:///ws/k.py', 'end file:///ws/k.py']);
+  const d = deps(executed);
+  await fixKernel(d);
+  await fixKernel(d);
+  assert.equal(executed.length, 2);
+  assert.match(fake.shown.at(-1)!.message, /already fixing this kernel/);
+});
+
+test('Show kernel report opens the active kernel\'s panel; Accept / Reject decide the open preview', async () => {
+  fake.activeTextEditor = { document: { languageId: 'python', uri: Uri.file('/ws/k.py') } };
+  await showKernelReport(deps([]));
+  assert.deepEqual(reportsShown, ['file:///ws/k.py']);
+  decideFix(deps([]), 'accept');
+  assert.equal(fake.shown.length, 0);
+  decideFix(deps([]), 'reject'); // the fake preview has nothing to reject
+  assert.deepEqual(decisions, ['accept', 'reject']);
+  assert.match(fake.shown[0].message, /no agent fix is waiting/);
 });
 
 test('Fix kernel with an Anthropic backend and no key: one message with a way out, no agent run', async () => {

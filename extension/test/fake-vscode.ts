@@ -7,6 +7,7 @@ export enum LogLevel { Off = 0, Trace = 1, Debug = 2, Info = 3, Warning = 4, Err
 export enum ConfigurationTarget { Global = 1, Workspace = 2, WorkspaceFolder = 3 }
 export enum ProgressLocation { SourceControl = 1, Window = 10, Notification = 15 }
 export enum StatusBarAlignment { Left = 1, Right = 2 }
+export enum ViewColumn { Active = -1, Beside = -2, One = 1 }
 
 export class ThemeColor { constructor(readonly id: string) {} }
 
@@ -55,13 +56,18 @@ export const fake = {
   activeTextEditor: undefined as any,
   workspaceFolders: undefined as { uri: Uri }[] | undefined,
   progress: [] as string[],
+  /** Cancel buttons of the progress notifications shown (press one: `fake.cancels[i]()`). */
+  cancels: [] as (() => void)[],
+  /** Progress tasks still running (their promise has not settled). */
+  progressOpen: 0,
+  panels: [] as any[],
   /** Keys VS Code refuses to write ("not a registered configuration"). */
   unregistered: new Set<string>(),
   reset(): void {
     this.unregistered = new Set();
     this.shown = []; this.answers = []; this.config = new Map(); this.configWrites = []; this.channels = [];
     this.executed = []; this.extensions = new Map(); this.diagnostics = []; this.activeTextEditor = undefined;
-    this.workspaceFolders = undefined; this.progress = [];
+    this.workspaceFolders = undefined; this.progress = []; this.cancels = []; this.progressOpen = 0; this.panels = [];
   },
 };
 
@@ -111,15 +117,36 @@ export const window = {
   },
   showInputBox: (options?: any) => answer('inputBox', options?.title ?? '', [], options),
   async withProgress<R>(options: any, task: (p: { report(v: { message?: string }): void }, t: any) => Promise<R>): Promise<R> {
-    fake.progress.push(`begin ${options.title}`);
+    fake.progress.push(`begin ${options.title}${options.cancellable ? ' (cancellable)' : ''}`);
     const cancel = new EventEmitter<void>();
-    return task({ report: (v) => { fake.progress.push(v.message ?? ''); } },
-      { isCancellationRequested: false, onCancellationRequested: cancel.event });
+    const token = { isCancellationRequested: false, onCancellationRequested: cancel.event };
+    fake.cancels.push(() => { token.isCancellationRequested = true; cancel.fire(); });
+    fake.progressOpen += 1;
+    try {
+      return await task({ report: (v) => { fake.progress.push(v.message ?? ''); } }, token);
+    } finally {
+      fake.progressOpen -= 1;
+      fake.progress.push(`end ${options.title}`);
+    }
   },
   createStatusBarItem(id: string) {
     return { id, text: '', tooltip: '', command: undefined, name: '', backgroundColor: undefined, show() {}, hide() {}, dispose() {} };
   },
   showOpenDialog: () => Promise.resolve(undefined),
+  createWebviewPanel(viewType: string, title: string, column: unknown, options: any) {
+    const disposed = new EventEmitter<void>();
+    const viewState = new EventEmitter<{ webviewPanel: any }>();
+    const panel = {
+      viewType, title, column, options, visible: true, revealed: 0, webview: { html: '', options },
+      onDidDispose: disposed.event, onDidChangeViewState: viewState.event,
+      reveal() { panel.revealed += 1; },
+      dispose() { disposed.fire(); },
+      /** Test helper: the panel comes back into view. */
+      show() { viewState.fire({ webviewPanel: panel }); },
+    };
+    fake.panels.push(panel);
+    return panel;
+  },
 };
 
 export const workspace = {

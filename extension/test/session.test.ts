@@ -29,6 +29,7 @@ class FakeConn implements ServerConnection {
   }
   async stop(): Promise<void> { this.stopped = true; }
   async executeCommand(): Promise<unknown> { return undefined; }
+  async sendRequest(): Promise<unknown> { return undefined; }
   setLogLevel(l: unknown): void { this.level = l; }
 }
 

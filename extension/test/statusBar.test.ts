@@ -20,3 +20,12 @@ test('status: the server state shows when it is not running', () => {
   assert.equal(statusView('trn1', { kind: 'local' }, 'needs-setup').warning, true);
   assert.match(statusView('trn1', { kind: 'local' }, 'starting').text, /sync~spin/);
 });
+
+test('status: the agent spend since the editor started, after the first run', () => {
+  assert.doesNotMatch(statusView('trn1', { kind: 'local' }, 'running').text, /\$\d/);
+  assert.match(statusView('trn1', { kind: 'local' }, 'running').tooltip, /Agent spend since the editor started: \$0\.0000, 0 tokens, 0 run\(s\)/);
+  const v = statusView('trn1', { kind: 'local' }, 'running', { dollars: 0.01234, tokens: 12345, runs: 2 });
+  assert.equal(v.text, '$(circuit-board) NKI trn1 · local · $0.0123');
+  assert.match(v.tooltip, /\$0\.0123, 12,345 tokens, 2 run\(s\)/);
+  assert.equal(statusView('trn1', { kind: 'local' }, 'running', { dollars: 3.456, tokens: 1, runs: 1 }).text.endsWith('· $3.46'), true);
+});

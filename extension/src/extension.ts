@@ -52,10 +52,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const content = new PreviewContent();
   const previewVs = vscodePreview(content);
   const preview = new FixPreview(previewVs.docs, previewVs.ui, (uri) => agentRuns.end(uri));
-  const reports = new KernelReportPanels(async (uri) => {
+  const reports = new KernelReportPanels(async (uri, timeline) => {
     const conn = session?.connection;
     return conn === undefined ? `the language server is not running (${session?.state ?? 'starting'})`
-      : await conn.sendRequest(SERVER_REQUESTS.kernelReport, { uri }) as KernelReport;
+      : await conn.sendRequest(SERVER_REQUESTS.kernelReport, { uri, timeline }) as KernelReport;
   });
   context.subscriptions.push(agentRuns, reports,
     vscode.workspace.registerTextDocumentContentProvider(PREVIEW_SCHEME, content),

@@ -1,12 +1,15 @@
 // "NKI Agent: Show kernel report": one webview panel per document, drawn from the server's
 // `nki/kernelReport` (reportHtml.ts renders it). Scripts, command URIs and local resources are all
 // off in the webview; the page's CSP allows only its nonce'd style and data: images. The panel is
-// redrawn when it becomes visible again and after each agent result or verification of its document.
+// redrawn when it becomes visible again and after each agent result or verification of its document;
+// only the command (`show`) asks the server to estimate the engine timeline when no run has one (a
+// sandboxed run), redraws reuse it.
 import * as vscode from 'vscode';
 import { fileName } from './fixPreview';
 import { KernelReport, escapeHtml, makeNonce, renderReport } from './reportHtml';
 
-export type FetchReport = (uri: string) => Promise<KernelReport | string>;
+/** The server's report of `uri` (`timeline`: estimate the engine timeline if no run has one), or why not. */
+export type FetchReport = (uri: string, timeline: boolean) => Promise<KernelReport | string>;
 
 export class KernelReportPanels implements vscode.Disposable {
   private readonly panels = new Map<string, vscode.WebviewPanel>();
@@ -30,15 +33,15 @@ export class KernelReportPanels implements vscode.Disposable {
     } else {
       panel.reveal(undefined, true);
     }
-    await this.refresh(uri);
+    await this.refresh(uri, true);
   }
 
-  async refresh(uri: string): Promise<void> {
+  async refresh(uri: string, timeline = false): Promise<void> {
     const panel = this.panels.get(uri);
     if (panel === undefined) {
       return;
     }
-    const report = await this.fetch(uri).catch((e: unknown) => (e instanceof Error ? e.message : String(e)));
+    const report = await this.fetch(uri, timeline).catch((e: unknown) => (e instanceof Error ? e.message : String(e)));
     if (this.panels.get(uri) !== panel) {
       return; // closed meanwhile
     }

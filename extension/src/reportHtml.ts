@@ -138,11 +138,12 @@ export function latencyChart(runs: readonly RunEntry[]): string {
 
 export function timelineSection(report: KernelReport): string {
   if (!report.timeline_svg) {
-    return '<p class="muted">No engine timeline: the estimates of these runs carry none ' +
-      '(<code>nki-agent profile --timeline FILE</code> draws one).</p>';
+    return '<p class="muted">No engine timeline: the kernel needs a task the cost model can run it on ' +
+      '(open the report again after fixing it; <code>nki-agent profile --timeline FILE</code> draws one too).</p>';
   }
   const b64 = Buffer.from(report.timeline_svg, 'utf8').toString('base64');
-  return `<p class="muted">The cost model's estimate of revision ${escapeHtml(report.timeline_of ?? '?')} — estimated, not measured.</p>` +
+  const older = report.timeline_of !== null && report.timeline_of !== report.version ? ' (an earlier version)' : '';
+  return `<p class="muted">The cost model's estimate of version ${escapeHtml(report.timeline_of ?? '?')}${older} — estimated, not measured.</p>` +
     `<img class="timeline" alt="engine timeline (estimated)" src="data:image/svg+xml;base64,${b64}">`;
 }
 

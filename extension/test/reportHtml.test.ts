@@ -63,6 +63,7 @@ test('the timeline is a data: image; mismatches show per-seed shares and the fir
   const html = renderReport(REPORT, 'n0nce');
   const b64 = Buffer.from(REPORT.timeline_svg, 'utf8').toString('base64');
   assert.ok(html.includes(`src="data:image/svg+xml;base64,${b64}"`));
+  assert.match(html, /estimate of version 1 \(an earlier version\) — estimated, not measured/);
   const mm = mismatchSection(REPORT);
   assert.match(mm, /class="heat6">seed 0<br>50\.0 %/);
   assert.match(mm, /class="heat0">hidden seed/);

@@ -11,15 +11,26 @@ the newest failing verification, what the toolchain reports about its mismatches
 mismatched / total element counts and the first mismatched element (output, index, partition, free
 offset, got, expected, line). Per-element mismatch maps are not in the toolchain's protocol.
 An unknown or closed document is a JSON-RPC error.
+
+The estimates of on-save runs carry no timeline (it is large); ``{uri, timeline: true}`` (the report
+opened by the user) has the cost model estimate the buffer with its timeline when no run of the history
+has one (``toolchain.api.estimate``, a trace-only run in the sandbox, in the run pool), once per
+revision; a later request without the flag reuses it, labelled with the revision it was computed on.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import math
+import os
+import shutil
+import tempfile
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ...cli import timeline_svg
+from ...toolchain import api
 from ...toolchain.protocol import ProfileResult, SimulateResult, VerifyResult
 from ...toolchain.protocol_cost import CostEstimate
 from ..tasks import SELF
@@ -27,11 +38,17 @@ from ..tasks import SELF
 if TYPE_CHECKING:
     from ..analysis import RunResult
     from ..app import NkiLanguageServer
+    from ..documents import Snapshot
+    from ..tasks import TaskRef
+
+log = logging.getLogger(__name__)
 
 KERNEL_REPORT = "nki/kernelReport"
 MAX_SEEDS = 16  # per-seed rows of one run in the report
 MAX_CODES = 20
 MAX_TEXT = 300  # characters of a message from the toolchain
+MAX_TIMELINES = 16  # documents whose computed timeline is kept
+_timelines: dict[str, tuple[int, int, str]] = {}  # uri -> (revision, version, the timeline SVG computed on it)
 
 
 def _num(x: float | None) -> float | None:
@@ -108,7 +125,7 @@ class KernelReport:
     task: str
     runs: list[RunEntry] = field(default_factory=list)  # newest first
     timeline_svg: str = ""  # the newest estimate's engine timeline ("" when no run has one)
-    timeline_of: int | None = None  # the revision whose estimate the timeline shows
+    timeline_of: int | None = None  # the document version whose estimate the timeline shows
     mismatch_of: int | None = None  # index into ``runs`` of the newest failing verification
 
     def to_json(self) -> dict[str, Any]:
@@ -157,19 +174,63 @@ def entry(run: RunResult) -> RunEntry:
                     res.seconds)
 
 
-def report(uri: str, path: str, version: int, task: str, history: list[RunResult]) -> KernelReport:
-    """The report of a document whose runs (oldest first) are ``history``."""
+def report(uri: str, path: str, version: int, task: str, history: list[RunResult],
+           computed: tuple[int, int, str] | None = None) -> KernelReport:
+    """The report of a document whose runs (oldest first) are ``history``; ``computed``: a timeline the
+    report estimated itself (revision, version, SVG), used when it is newer than every run's."""
     newest = list(reversed(history))
     runs = [entry(r) for r in newest]
-    svg, of = "", None
+    svg, of, of_revision = "", None, -1
     for r in newest:
         est = r.result.estimate
         if est is not None and est.timeline:
-            svg = timeline_svg.render(est, f"revision {r.revision} ({r.kind})")
-            of = r.revision
+            svg = timeline_svg.render(est, f"version {r.version} ({r.kind})")
+            of, of_revision = r.version, r.revision
             break
+    if computed is not None and computed[0] > of_revision:
+        _, of, svg = computed
     mismatch_of = next((i for i, e in enumerate(runs) if e.correct is False and e.seeds), None)
     return KernelReport(uri, path, version, task, runs, svg, of, mismatch_of)
+
+
+def estimate_timeline(snap: Snapshot, task: TaskRef, target: str | None, timeout: float) -> str:
+    """The cost model's timeline of the buffer (a trace-only run in the sandbox), as SVG; "" when the
+    kernel does not run or the model has no estimate."""
+    tmpdir = tempfile.mkdtemp(prefix="nki-agent-report-")
+    try:
+        kernel = os.path.join(tmpdir, os.path.basename(snap.path) or "kernel.py")
+        with open(kernel, "w", encoding="utf-8", errors="surrogatepass") as fh:
+            fh.write(snap.text)
+        folder = os.path.dirname(snap.path)
+        search = [folder] if folder and os.path.isdir(folder) else []
+        res = api.estimate(kernel, kernel if task.path == SELF else task.path, target=target, timeline=True,
+                           timeout=timeout, search_path=search)
+        est = res.estimate
+        return timeline_svg.render(est, f"version {snap.version} (estimated for the report)") \
+            if est is not None and est.timeline else ""
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+async def _timeline(ls: NkiLanguageServer, snap: Snapshot, task: TaskRef) -> tuple[int, int, str] | None:
+    done = _timelines.get(snap.uri)
+    if done is not None and done[0] == snap.revision:
+        return done
+    s = ls.state.settings
+    target = None if s.target == "auto" else s.target
+    try:
+        svg = await asyncio.get_running_loop().run_in_executor(
+            ls.state.run_pool, estimate_timeline, snap, task, target, s.simulation_timeout)
+    except Exception:  # noqa: BLE001 - the report still shows the history
+        log.exception("kernel report: estimating the timeline of %s failed", snap.uri)
+        return done
+    if not svg:
+        return done
+    _timelines.pop(snap.uri, None)
+    _timelines[snap.uri] = (snap.revision, snap.version, svg)
+    while len(_timelines) > MAX_TIMELINES:
+        del _timelines[next(iter(_timelines))]
+    return _timelines[snap.uri]
 
 
 def _get(params: Any, key: str) -> Any:
@@ -180,7 +241,7 @@ def _get(params: Any, key: str) -> Any:
 
 def register(ls: NkiLanguageServer) -> None:
     @ls.feature(KERNEL_REPORT)
-    def kernel_report(ls: NkiLanguageServer, params: Any) -> dict[str, Any]:
+    async def kernel_report(ls: NkiLanguageServer, params: Any) -> dict[str, Any]:
         uri = _get(params, "uri")
         snap = ls.state.store.get(uri) if isinstance(uri, str) else None
         if snap is None:
@@ -188,5 +249,9 @@ def register(ls: NkiLanguageServer) -> None:
         task = ls.state.task_of(snap)
         st = ls.state.docs.get(snap.uri)
         history = list(st.history) if st is not None else []
+        has_timeline = any(r.result.estimate is not None and r.result.estimate.timeline for r in history)
+        computed = _timelines.get(snap.uri)
+        if _get(params, "timeline") is True and task is not None and not has_timeline and not snap.too_large:
+            computed = await _timeline(ls, snap, task)
         task_path = "" if task is None else snap.path if task.path == SELF else task.path
-        return report(snap.uri, snap.path, snap.version, task_path, history).to_json()
+        return report(snap.uri, snap.path, snap.version, task_path, history, computed).to_json()

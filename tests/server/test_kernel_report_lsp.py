@@ -67,6 +67,11 @@ async def test_history_verdicts_latency_timeline_and_mismatch(client: LanguageCl
     assert run["measured"] is None  # the embedded simulator measures nothing
     assert run["estimated"]["source"] == "cost model" and run["estimated"]["microseconds"] > 0
     assert good["timeline_svg"] == "" and good["timeline_of"] is None  # a verification's estimate has no timeline
+    opened = plain(await raw_request(client, REPORT, {"uri": uri, "timeline": True}))  # the user opened the report
+    assert opened["timeline_of"] == 1 and opened["timeline_svg"].startswith("<?xml")
+    assert "estimated by the cost model" in opened["timeline_svg"] and "<script" not in opened["timeline_svg"]
+    assert opened["runs"] == good["runs"]  # estimating the timeline is not a run of the history
+    assert (await kernel_report(client, uri))["timeline_svg"] == opened["timeline_svg"]  # kept for refreshes
 
     wrong = text.replace("c_tile = nl.add(a_tile, b_tile", "c_tile = nl.subtract(a_tile, b_tile")
     assert wrong != text
@@ -75,6 +80,7 @@ async def test_history_verdicts_latency_timeline_and_mismatch(client: LanguageCl
     bad = await verify_and_wait(client, uri, 2)
     newest, older = bad["runs"]
     assert older == run  # the earlier verification is kept, newest first
+    assert bad["timeline_of"] == 1  # the timeline computed on version 1 stays, labelled with its version
     assert newest["version"] == 2 and newest["verdict"] == "incorrect" and newest["correct"] is False
     assert newest["mismatches"] > 0 and newest["max_abs_error"] > 0
     assert bad["mismatch_of"] == 0

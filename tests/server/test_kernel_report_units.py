@@ -42,6 +42,14 @@ def test_newest_timeline_latencies_and_non_finite_figures():
     assert verify.verdict == "incorrect" and verify.max_abs_error is None and verify.seeds[0].mismatches == 3
     assert simulate.verdict == "simulated" and simulate.correct is None
     assert rep.mismatch_of == 1
-    assert rep.timeline_of == 1 and "estimated by the cost model" in rep.timeline_svg
+    assert rep.timeline_of == 1 and "version 1 (simulate)" in rep.timeline_svg and "estimated by the cost model" in rep.timeline_svg
     assert "<script>" not in rep.timeline_svg and "&lt;script&gt;" in rep.timeline_svg
     json.dumps(rep.to_json(), allow_nan=False)  # valid JSON: no inf / NaN
+
+
+def test_a_timeline_the_report_computed_is_used_when_newer_than_every_run():
+    history = [run("simulate", 1, SimulateResult(ran=True, target="trn1", estimate=estimate(True)))]
+    assert report("u", "/k.py", 9, "", history, (5, 9, "<svg>computed</svg>")).timeline_svg == "<svg>computed</svg>"
+    older = report("u", "/k.py", 9, "", history, (0, 0, "<svg>stale-one</svg>"))
+    assert older.timeline_of == 1 and "stale-one" not in older.timeline_svg
+    assert report("u", "/k.py", 2, "", [], None).timeline_svg == ""

@@ -421,7 +421,7 @@ def build(generation: str) -> types.ModuleType:
 
 
 def _register_extra() -> None:
-    """Instructions kept in ops/isa_extra.py (one module, so the core table stays small)."""
+    """Instructions kept in ops/isa_extra.py and ops/isa_movement.py (merged there), so the core table stays small."""
     from .ops import isa_extra
 
     _CLASSIC.update(isa_extra.CLASSIC)

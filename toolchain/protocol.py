@@ -115,6 +115,17 @@ class TraceEntry(_Model):
     buffer: str
 
 
+class MismatchMap(_Model):
+    """Where an output's differing elements are: counts per bin of partitions (axis 0) x free elements
+    (the other axes flattened); bin i starts at ``row_starts[i]`` / ``col_starts[i]`` (bounded, 16 x 32)."""
+
+    partitions: int
+    free: int
+    row_starts: list[int] = Field(max_length=64)
+    col_starts: list[int] = Field(max_length=64)
+    counts: list[list[int]] = Field(max_length=64)
+
+
 class Mismatch(_Model):
     """The first output element that differs, the tile that holds it, and the line that wrote it."""
 
@@ -125,6 +136,7 @@ class Mismatch(_Model):
     tile: list[int]
     offset_in_tile: list[int]
     line: int | None = None  # source line of the last store into that element, when known
+    map: MismatchMap | None = None  # the output's mismatch counts over partition x free bins
 
 
 class SeedFigures(_Model):

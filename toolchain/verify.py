@@ -38,6 +38,22 @@ class Mismatch:
     expected: float
     tile: list[int]
     offset_in_tile: list[int]
+    map: dict[str, Any] | None = None  # mismatch_map(): counts of differing elements, partition x free bins
+
+
+MAP_ROWS, MAP_COLS = 16, 32  # bins of the mismatch map (bounded: a handful of ints per failing output)
+
+
+def mismatch_map(bad: np.ndarray) -> dict[str, Any]:
+    """Where the differing elements of one output are: their counts over at most MAP_ROWS partition bins x
+    MAP_COLS free bins (axis 0 is the partition axis; the other axes, flattened, the free one)."""
+    b = bad.reshape(bad.shape[0], -1) if bad.ndim else bad.reshape(1, 1)
+    parts, free = b.shape
+    pe = np.linspace(0, parts, min(MAP_ROWS, parts) + 1).astype(int)[:-1]
+    fe = np.linspace(0, free, min(MAP_COLS, free) + 1).astype(int)[:-1]
+    counts = np.add.reduceat(np.add.reduceat(b.astype(np.int64), pe, axis=0), fe, axis=1)
+    return {"partitions": int(parts), "free": int(free), "row_starts": [int(x) for x in pe],
+            "col_starts": [int(x) for x in fe], "counts": counts.tolist()}
 
 
 @dataclass
@@ -138,7 +154,7 @@ def compare(got: np.ndarray, exp: np.ndarray, atol: float, rtol: float, out_idx:
         idx = [int(i) for i in np.argwhere(~ok)[0]]
         tile = [idx[0] // PMAX] + ([] if len(idx) < 2 else [0] * (len(idx) - 1))
         res.first_mismatch = Mismatch(out_idx, idx, float(g[tuple(idx)]), float(e[tuple(idx)]),
-                                      tile, [idx[0] % PMAX] + idx[1:])
+                                      tile, [idx[0] % PMAX] + idx[1:], mismatch_map(~ok))
         nan = bool(np.isnan(g[tuple(idx)]))
         res.message = (f"{res.mismatches} of {res.elements} elements differ (atol={atol}, rtol={rtol}); first at "
                        f"output {out_idx}{idx}: got {res.first_mismatch.got}, expected {res.first_mismatch.expected}"

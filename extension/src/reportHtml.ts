@@ -7,9 +7,10 @@
 // from the model is HTML-escaped (kernel paths, messages and codes are the kernel's, hence hostile).
 import { randomBytes } from 'crypto';
 
+export interface Heatmap { partitions: number; free: number; row_starts: number[]; col_starts: number[]; counts: number[][] }
 export interface FirstMismatch {
   output: number; index: number[]; partition: number; free: number[]; got: number | null; expected: number | null;
-  line: number | null;
+  line: number | null; heatmap?: Heatmap | null;
 }
 export interface SeedRow {
   seed: number | null; hidden: boolean; correct: boolean; max_abs_error: number | null; max_rel_error: number | null;
@@ -147,8 +148,52 @@ export function timelineSection(report: KernelReport): string {
     `<img class="timeline" alt="engine timeline (estimated)" src="data:image/svg+xml;base64,${b64}">`;
 }
 
-/** Mismatches of the newest failing verification: per seed the mismatched share as a heat strip, and
- *  the first mismatched element placed on the partition × free axes (its tile of 128 partitions). */
+/** The bin (by its start offsets) that holds offset `v`. */
+function binOf(starts: readonly number[], v: number): number {
+  let i = 0;
+  while (i + 1 < starts.length && starts[i + 1] <= v) {
+    i++;
+  }
+  return i;
+}
+
+/** One output's mismatch map as an SVG grid: rows are partition bins, columns free-element bins, the
+ *  red's strength the share of the bin's elements that differ; the first mismatch's bin is outlined. */
+export function heatmapSvg(h: Heatmap, first?: { partition: number; freeFlat: number }): string {
+  const rows = h.counts.length, cols = rows ? h.counts[0].length : 0;
+  if (!rows || !cols || h.row_starts.length !== rows || h.col_starts.length !== cols) {
+    return '';
+  }
+  const cw = Math.max(8, Math.min(24, Math.floor(640 / cols))), ch = Math.max(8, Math.min(20, Math.floor(320 / rows)));
+  const L = 70, T = 8, W = L + cols * cw + 8, H = T + rows * ch + 34;
+  const end = (starts: readonly number[], i: number, total: number) => (i + 1 < starts.length ? starts[i + 1] : total);
+  const out = [`<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" role="img" aria-label="mismatch heatmap">`];
+  for (let i = 0; i < rows; i++) {
+    for (let j = 0; j < cols; j++) {
+      const p0 = h.row_starts[i], p1 = end(h.row_starts, i, h.partitions);
+      const f0 = h.col_starts[j], f1 = end(h.col_starts, j, h.free);
+      const size = Math.max(1, (p1 - p0) * (f1 - f0));
+      const n = Number(h.counts[i][j]) || 0;
+      const share = Math.min(1, n / size);
+      out.push(`<rect x="${L + j * cw}" y="${T + i * ch}" width="${cw - 1}" height="${ch - 1}" fill="#c0392b" ` +
+        `fill-opacity="${n ? (0.15 + 0.85 * share).toFixed(2) : '0.04'}"><title>${escapeHtml(
+          `partitions ${p0}–${p1 - 1}, free ${f0}–${f1 - 1}: ${n} of ${size} differ`)}</title></rect>`);
+    }
+  }
+  if (first) {
+    const i = binOf(h.row_starts, first.partition), j = binOf(h.col_starts, first.freeFlat);
+    out.push(`<rect x="${L + j * cw - 1}" y="${T + i * ch - 1}" width="${cw + 1}" height="${ch + 1}" fill="none" ` +
+      'stroke="currentColor" stroke-width="2"><title>the first mismatch</title></rect>');
+  }
+  out.push(`<text x="4" y="${T + 10}" font-size="11" fill="currentColor">p 0</text>`,
+    `<text x="4" y="${T + rows * ch}" font-size="11" fill="currentColor">p ${escapeHtml(h.partitions - 1)}</text>`,
+    `<text x="${L}" y="${H - 8}" font-size="11" fill="currentColor">free 0 … ${escapeHtml(h.free - 1)} →</text>`, '</svg>');
+  return out.join('');
+}
+
+/** Mismatches of the newest failing verification: per seed the mismatched share as a heat strip, the
+ *  first mismatched element on the partition × free axes (its tile of 128 partitions), and the output's
+ *  mismatch map (partition × free bins) when the toolchain sent one. */
 export function mismatchSection(report: KernelReport): string {
   const run = report.mismatch_of === null ? undefined : report.runs[report.mismatch_of];
   if (run === undefined) {
@@ -170,13 +215,22 @@ export function mismatchSection(report: KernelReport): string {
       `<td>${m.line === null ? '—' : escapeHtml(m.line)}</td></tr>`;
   }).join('');
   const messages = failing.filter((s) => s.message && !s.first_mismatch).map((s) => `<li>${escapeHtml(s.message)}</li>`).join('');
+  const mapped = failing.find((s) => s.first_mismatch?.heatmap);
+  let heat = '';
+  if (mapped?.first_mismatch?.heatmap) {
+    const m = mapped.first_mismatch;
+    const h = m.heatmap as Heatmap;
+    // the first mismatch is outlined when its free offset is known (one free axis: the shape of several is not sent)
+    const svg = heatmapSvg(h, m.free.length <= 1 ? { partition: m.partition, freeFlat: m.free[0] ?? 0 } : undefined);
+    heat = svg ? `<p>Where output ${escapeHtml(m.output)} differs (${escapeHtml(mapped.hidden ? 'hidden seed' : `seed ${mapped.seed}`)}; ` +
+      `partition × free, ${escapeHtml(h.partitions)} × ${escapeHtml(h.free)} elements in bins):</p>${svg}` : '';
+  }
   return `<p>Verification of v${escapeHtml(run.version)}: ${escapeHtml(run.mismatches)} mismatched element(s) ` +
     `(atol ${num(run.atol)}, rtol ${num(run.rtol)}). Share of mismatched elements per seed:</p>` +
     `<table class="heat"><tr>${cells}</tr></table>` +
     (firsts ? '<p>First mismatched element (partition × free):</p><table><thead><tr><th>seed</th><th>output</th><th>index</th>' +
       `<th>partition</th><th>free</th><th>got</th><th>expected</th><th>line</th></tr></thead><tbody>${firsts}</tbody></table>` : '') +
-    (messages ? `<ul>${messages}</ul>` : '') +
-    '<p class="muted">The toolchain reports each seed\'s mismatch count and its first mismatched element, not a per-element map.</p>';
+    heat + (messages ? `<ul>${messages}</ul>` : '');
 }
 
 /** The whole page. */

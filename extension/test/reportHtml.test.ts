@@ -1,6 +1,6 @@
 import * as assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { KernelReport, RunEntry, csp, escapeHtml, latencyChart, makeNonce, mismatchSection, renderReport } from '../src/reportHtml';
+import { KernelReport, RunEntry, csp, escapeHtml, heatmapSvg, latencyChart, makeNonce, mismatchSection, renderReport } from '../src/reportHtml';
 
 const HOSTILE = '<script>alert(1)</script>"\'&`';
 
@@ -17,7 +17,8 @@ const failing = run({
   estimated: { microseconds: 6.5, source: 'cost model', target: 'trn1', detail: 'VectorE-bound' },
   seeds: [
     { seed: 0, hidden: false, correct: false, max_abs_error: 2, max_rel_error: 1, mismatches: 32, elements: 64,
-      first_mismatch: { output: 0, index: [130, 5], partition: 130, free: [5], got: 1, expected: 3, line: 12 }, message: HOSTILE },
+      first_mismatch: { output: 0, index: [130, 5], partition: 130, free: [5], got: 1, expected: 3, line: 12,
+        heatmap: { partitions: 256, free: 8, row_starts: [0, 128], col_starts: [0, 4], counts: [[0, 0], [2, 30]] } }, message: HOSTILE },
     { seed: null, hidden: true, correct: true, max_abs_error: 0, max_rel_error: 0, mismatches: 0, elements: 64, first_mismatch: null, message: '' },
   ],
 });
@@ -68,6 +69,12 @@ test('the timeline is a data: image; mismatches show per-seed shares and the fir
   assert.match(mm, /class="heat6">seed 0<br>50\.0 %/);
   assert.match(mm, /class="heat0">hidden seed/);
   assert.match(mm, /<td>130 \(tile 1, row 2\)<\/td><td><code>\[5\]<\/code><\/td><td>1\.00000<\/td><td>3\.00000<\/td><td>12<\/td>/);
+  assert.match(mm, /Where output 0 differs \(seed 0; partition × free, 256 × 8 elements in bins\)/);
+  assert.equal((mm.match(/<rect [^>]*fill="#c0392b"/g) ?? []).length, 4);
+  assert.match(mm, /fill-opacity="0.04"><title>partitions 0–127, free 0–3: 0 of 512 differ/);
+  assert.match(mm, /<title>partitions 128–255, free 4–7: 30 of 512 differ/);
+  assert.match(mm, /<rect x="\d+" y="\d+" [^>]*stroke="currentColor" stroke-width="2"><title>the first mismatch/);
+  assert.equal(heatmapSvg({ partitions: 1, free: 1, row_starts: [0, 1], col_starts: [0], counts: [[1]] }), ''); // malformed
   const empty = renderReport({ ...REPORT, runs: [], timeline_svg: '', timeline_of: null, mismatch_of: null }, 'n');
   assert.match(empty, /No verification yet/);
   assert.match(empty, /No engine timeline/);

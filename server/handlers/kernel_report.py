@@ -8,8 +8,9 @@ figures, the problem codes, the latency a device MEASURED (a remote runner's pro
 the cost model ESTIMATED, each in its own field, never one number for both. Also the newest estimate's
 engine timeline as SVG (``cli/timeline_svg.render``: self-contained, every string XML-escaped) and, for
 the newest failing verification, what the toolchain reports about its mismatches: per seed the
-mismatched / total element counts and the first mismatched element (output, index, partition, free
-offset, got, expected, line). Per-element mismatch maps are not in the toolchain's protocol.
+mismatched / total element counts, the first mismatched element (output, index, partition, free
+offset, got, expected, line) and its output's mismatch map (counts over at most 16 partition bins x
+32 free bins: ``toolchain.verify.mismatch_map``; hidden seeds carry none).
 An unknown or closed document is a JSON-RPC error.
 
 The estimates of on-save runs carry no timeline (it is large); ``{uri, timeline: true}`` (the report
@@ -61,6 +62,18 @@ def _clip(text: str, limit: int = MAX_TEXT) -> str:
 
 
 @dataclass(frozen=True)
+class Heatmap:
+    """Mismatched elements of one output per bin: bin (i, j) covers partitions row_starts[i].. and free
+    elements col_starts[j].. (to the next start, or the end)."""
+
+    partitions: int
+    free: int
+    row_starts: list[int]
+    col_starts: list[int]
+    counts: list[list[int]]
+
+
+@dataclass(frozen=True)
 class FirstMismatch:
     output: int
     index: list[int]
@@ -69,6 +82,7 @@ class FirstMismatch:
     got: float | None
     expected: float | None
     line: int | None
+    heatmap: Heatmap | None = None
 
 
 @dataclass(frozen=True)
@@ -136,7 +150,10 @@ def _first(m: Any) -> FirstMismatch | None:
     if m is None:
         return None
     idx = [int(i) for i in m.index]
-    return FirstMismatch(m.output, idx, idx[0] if idx else 0, idx[1:], _num(m.got), _num(m.expected), m.line)
+    hm = m.map
+    heat = None if hm is None else Heatmap(hm.partitions, hm.free, list(hm.row_starts), list(hm.col_starts),
+                                             [list(r) for r in hm.counts])
+    return FirstMismatch(m.output, idx, idx[0] if idx else 0, idx[1:], _num(m.got), _num(m.expected), m.line, heat)
 
 
 def _estimated(est: CostEstimate | None) -> Latency | None:

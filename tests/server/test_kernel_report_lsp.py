@@ -89,6 +89,10 @@ async def test_history_verdicts_latency_timeline_and_mismatch(client: LanguageCl
     first = seed["first_mismatch"]
     assert first is not None and first["partition"] == first["index"][0] and first["free"] == first["index"][1:]
     assert first["got"] != first["expected"]
+    heat = first["heatmap"]  # where the differing elements are: partition x free bins
+    assert heat["partitions"] * heat["free"] == seed["elements"]
+    assert sum(map(sum, heat["counts"])) == seed["mismatches"]
+    assert len(heat["counts"]) == len(heat["row_starts"]) <= 16 and len(heat["counts"][0]) == len(heat["col_starts"]) <= 32
 
 
 @pytest.mark.parametrize("params", [{"uri": "file:///not/open.py"}, {}, {"uri": 42}, None])

@@ -119,6 +119,15 @@ def _problem_of(e: BaseException, via: str, path: str) -> dict[str, Any] | None:
     return Problem("sim_python_exception", f"{type(e).__name__} in {what}: {str(e)[:600]}{note}", location=loc).as_dict()
 
 
+def _add_problem(problems: list[dict[str, Any]], e: BaseException, via: str, path: str) -> None:
+    """``e`` (raised by the user's driver, test or kernel) as a problem; Ctrl-C is not the user's error."""
+    if isinstance(e, KeyboardInterrupt):
+        raise e
+    p = _problem_of(e, via, path)
+    if p is not None:
+        problems.append(p)
+
+
 def _exec_file(path: str, name: str, search_path: Sequence[str]) -> types.ModuleType:
     """Compile and run a user file as module ``name`` (the simulator's NKI modules must be installed)."""
     from ..errors import NkiError, SourceLocation
@@ -144,11 +153,7 @@ def _run_main(req: dict[str, Any], extra: list[str], problems: list[dict[str, An
     try:
         _exec_file(path, "__main__", extra)
     except BaseException as e:
-        if isinstance(e, KeyboardInterrupt):
-            raise
-        p = _problem_of(e, MAIN, path)
-        if p is not None:
-            problems.append(p)
+        _add_problem(problems, e, MAIN, path)
 
 
 class _PytestCollector:
@@ -198,11 +203,7 @@ def _run_test(req: dict[str, Any], extra: list[str], problems: list[dict[str, An
     try:
         _load_kernel_module(path, [n for n in req.get("modules") or [] if isinstance(n, str)], extra)
     except BaseException as e:
-        if isinstance(e, KeyboardInterrupt):
-            raise
-        p = _problem_of(e, TEST, path)
-        if p is not None:
-            problems.append(p)
+        _add_problem(problems, e, TEST, path)
         return
     collector = _PytestCollector()
     args = [test, "-q", "-x", "-p", "no:cacheprovider", "-p", "no:stepwise", "-o", "addopts=", "--no-header"]
@@ -212,11 +213,7 @@ def _run_test(req: dict[str, Any], extra: list[str], problems: list[dict[str, An
     try:
         code = pytest.main(args, plugins=[collector])
     except BaseException as e:
-        if isinstance(e, KeyboardInterrupt):
-            raise
-        p = _problem_of(e, TEST, path)
-        if p is not None:
-            problems.append(p)
+        _add_problem(problems, e, TEST, path)
         return
     for failure in collector.failures[:1]:
         p = _problem_of(failure, TEST, path)
@@ -290,11 +287,7 @@ def run_job(req: dict[str, Any]) -> dict[str, Any]:
     except NkiError as e:
         problems.append(Problem.from_error(e).as_dict())
     except BaseException as e:
-        if isinstance(e, KeyboardInterrupt):
-            raise
-        p = _problem_of(e, via, path)
-        if p is not None:
-            problems.append(p)
+        _add_problem(problems, e, via, path)
     out["seconds"] = time.perf_counter() - t0
     mine = [x for x in launches if _same(x.file, path)]
     ours = [x for x in mine if x.record is not None]

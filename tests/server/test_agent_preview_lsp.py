@@ -69,7 +69,7 @@ async def fix(client: LanguageClient, tmp_path: Path, answer: T.ApplyWorkspaceEd
     uri = open_doc(client, tmp_path / "kernel.py", BROKEN)
     res = await client.workspace_execute_command_async(T.ExecuteCommandParams(
         "nki.fixKernel", [{"uri": uri, "progress": "client"}]))
-    assert res["started"] is True and res["token"] is None, res
+    assert res is not None and res["started"] is True and res["token"] is None, res
     await asyncio.wait_for(ed.result, timeout=120)
     return ed, uri
 

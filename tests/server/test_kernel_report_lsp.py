@@ -42,7 +42,7 @@ def own_task(kernel: str) -> str:
 async def verify_and_wait(client: LanguageClient, uri: str, runs: int) -> dict[str, Any]:
     before = len([m for m in client.messages if m.message.startswith("NKI: ")])
     res = await client.workspace_execute_command_async(T.ExecuteCommandParams("nki.verify", [uri]))
-    assert res["started"] is True, res
+    assert res is not None and res["started"] is True, res
     for _ in range(2400):
         if len([m for m in client.messages if m.message.startswith("NKI: ")]) > before:
             break

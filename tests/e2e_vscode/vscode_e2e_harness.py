@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import threading
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,13 @@ def vsix() -> Path:
     return ROOT / "dist" / f"nki-agent-{version()}.vsix"
 
 
+def vsix_commands(path: Path) -> set[str]:
+    """The command ids a .vsix contributes (what is installed, whatever the sources say now)."""
+    with zipfile.ZipFile(path) as z:
+        manifest = json.loads(z.read("extension/package.json"))
+    return {c["command"] for c in manifest.get("contributes", {}).get("commands", [])}
+
+
 def unavailable_reason() -> str | None:
     """Why the e2e cannot run here (one sentence), or None."""
     marker = CACHE / "UNAVAILABLE"
@@ -97,14 +105,18 @@ def _config_file(home: Path) -> Path:
     return cfg
 
 
-def install_extension(extensions_dir: Path, home: Path) -> None:
-    """Installs the built .vsix into ``extensions_dir`` (code-server --install-extension)."""
+def install_extension(extensions_dir: Path, home: Path) -> Path:
+    """Installs a copy of the built .vsix (a rebuild during the run cannot change what is tested) into
+    ``extensions_dir`` (code-server --install-extension); returns the copy."""
     home.mkdir(parents=True, exist_ok=True)
+    copy = home / vsix().name
+    shutil.copy(vsix(), copy)
     proc = subprocess.run(
         [str(CODE_SERVER), "--config", str(_config_file(home)), "--user-data-dir", str(home / "install-data"),
-         "--extensions-dir", str(extensions_dir), "--install-extension", str(vsix())],
+         "--extensions-dir", str(extensions_dir), "--install-extension", str(copy)],
         env=_env(home), capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0 and "successfully installed" in proc.stdout, proc.stdout + proc.stderr
+    return copy
 
 
 @dataclass
@@ -266,18 +278,30 @@ class Workbench:
     def code_lenses(self) -> list[str]:
         return [str(t) for t in self.page.locator(".monaco-editor .codelens-decoration").all_inner_texts()]
 
-    def token(self, text: str) -> Any:
-        """The first rendered editor token that is exactly ``text``."""
-        tok = self.page.locator(".monaco-editor .view-lines .view-line span span", has_text=re.compile(
-            rf"^{re.escape(text)}$")).first
-        tok.wait_for(timeout=UI_TIMEOUT_MS)
-        return tok
+    def token_box(self, text: str, timeout: int = UI_TIMEOUT_MS) -> dict[str, float]:
+        """The screen box of the first rendered editor token that is ``text`` (leading spaces aside)."""
+        handle = self.page.wait_for_function(
+            "t => { for (const e of document.querySelectorAll('.monaco-editor .view-lines .view-line span')) {"
+            " if (e.children.length === 0 && e.textContent.replace(/\\u00a0/g, ' ').trim() === t) {"
+            " const r = e.getBoundingClientRect(); const lead = e.textContent.length - e.textContent.trimStart().length;"
+            " const w = r.width / e.textContent.length;"
+            " return {x: r.x + lead * w, y: r.y, width: r.width - lead * w, height: r.height}; } } return false; }",
+            arg=text, timeout=timeout)
+        return dict(handle.json_value())
 
-    def hover(self, text: str, needle: str, timeout: int = UI_TIMEOUT_MS) -> str:
-        """Hovers the token ``text`` and waits for a hover containing ``needle``; returns the hover's text."""
-        tok = self.token(text)
-        box = tok.bounding_box()
-        self.page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    def hover(self, text: str, needle: str, attempts: int = 12) -> str:
+        """Hovers the token ``text`` until a hover containing ``needle`` shows; returns the hover's text.
+        A hover asked before the server answers stays empty, so the mouse leaves and comes back (each try
+        waits on the hover element, up to ``attempts`` times)."""
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
         hov = self.page.locator(".monaco-hover:not(.hidden) .monaco-hover-content", has_text=needle).first
-        hov.wait_for(timeout=timeout)
-        return str(hov.inner_text())
+        for _ in range(attempts):
+            box = self.token_box(text)
+            self.page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+            try:
+                hov.wait_for(timeout=10_000)
+                return str(hov.inner_text())
+            except PlaywrightTimeout:
+                self.page.mouse.move(1, 1)
+                self.page.keyboard.press("Escape")
+        raise AssertionError(f"no hover with {needle!r} on {text!r} after {attempts} tries")

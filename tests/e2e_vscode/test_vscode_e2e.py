@@ -4,17 +4,18 @@ code-server, user-data dir (settings written before start) and workspace; one Ch
 module. Screenshots go to ``.cache/e2e-artifacts/<test>/`` (printed by each test).
 
 Skipped, with the reason, only when scripts/install_vscode_e2e.sh could not install the prerequisites
-(no apt, no network). Default mode runs the editor scenarios and the cheap bad setups; the Install-button
-setup (pip installs the package and its dependencies into a fresh venv) runs with NKI_AGENT_E2E_FULL=1.
+(no apt, no network). All scenarios run by default: about 2 minutes on 2 cores (each is one code-server
+start, ~10 s), so there is no reduced mode. The Install-button setup pip-installs the .vsix's wheel into a
+fresh venv, its dependencies from the package index (or pip's cache).
 Memory: one code-server session is about 1.2 GB with its extension host, language server and Chromium;
-with ``-n 2`` at most two run at once."""
+scenarios run one at a time per pytest worker, so with ``-n 2`` at most two run at once."""
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
+import venv
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,6 @@ from vscode_e2e_harness import (ROOT, SLOW_TIMEOUT_MS, UI_TIMEOUT_MS, VENV_PYTHO
 
 REASON = unavailable_reason()
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(REASON is not None, reason=REASON or "")]
-FULL = os.environ.get("NKI_AGENT_E2E_FULL") == "1"
 QUICKFIX = ROOT / "tests" / "fixtures" / "quickfix"
 EXAMPLE = ROOT / "examples" / "l1_add"
 
@@ -179,3 +179,74 @@ def test_kernel_report(vscode: Opener, commands: set[str]) -> None:
     report.locator("h1", has_text="Kernel report: kernel_classic.py").wait_for(timeout=UI_TIMEOUT_MS)
     report.locator("h2", has_text="Verification history").wait_for(timeout=UI_TIMEOUT_MS)
     wb.shot("report")
+
+
+# --- bad setups: each one clear message and a way out ---------------------------------------------------
+
+def _nki_toasts(wb: Workbench) -> list[str]:
+    return [t for t in wb.notification_texts() if "NKI Agent" in t]
+
+
+def _button(toast: Any, label: str) -> Any:
+    return toast.locator(".monaco-button", has_text=label).first
+
+
+def test_wrong_interpreter_path_says_so_with_select_interpreter(vscode: Opener, tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-venv" / "bin" / "python"
+    wb = vscode(_fixture("bool_and.py"), {"nkiAgent.interpreter": str(missing)})
+    wb.open_file("kernel.py")
+    toast = wb.notification("does not exist")
+    _button(toast, "Select interpreter").wait_for(timeout=UI_TIMEOUT_MS)
+    wb.status_item("NKI")
+    wb.shot("message")
+    toasts = _nki_toasts(wb)
+    assert len(toasts) == 1 and str(missing) in toasts[0], toasts
+
+
+def test_server_crashing_at_start_gives_one_crash_loop_message(vscode: Opener, tmp_path: Path) -> None:
+    # an interpreter that answers the probe but whose server exits 1 at once, counting its starts
+    starts = tmp_path / "starts.txt"
+    wrapper = tmp_path / "crashing-python"
+    wrapper.write_text(f"#!/bin/sh\nif [ \"$1\" = -m ]; then echo start >> '{starts}';"
+                       " echo 'nki-agent: simulated start-up failure' >&2; exit 1; fi\n"
+                       f"exec '{VENV_PYTHON}' \"$@\"\n")
+    wrapper.chmod(0o755)
+    wb = vscode(_fixture("bool_and.py"), {"nkiAgent.interpreter": str(wrapper)})
+    wb.open_file("kernel.py")
+    toast = wb.notification("will not be restarted automatically", timeout=SLOW_TIMEOUT_MS)
+    wb.shot("crash-loop")
+    text = str(toast.inner_text())
+    assert "simulated start-up failure" in text, text
+    count = len(starts.read_text().splitlines())
+    assert count == 5, count  # the crash policy's limit: 5 stops within 3 minutes
+    assert len(_nki_toasts(wb)) == 1, _nki_toasts(wb)  # one message, not one per crash
+    _button(toast, "Show log").click()  # the way out: the log, where the starts are recorded
+    wb.page.locator(".part.panel .monaco-editor .view-lines", has_text="exited with code 1").first.wait_for(
+        timeout=UI_TIMEOUT_MS)
+    wb.shot("log")
+    assert len(starts.read_text().splitlines()) == count  # no restart after giving up
+    assert _nki_toasts(wb) == [], _nki_toasts(wb)  # the message is answered, and no second one came
+
+
+def test_unreachable_runner_shows_in_the_status_bar(vscode: Opener) -> None:
+    with socket.socket() as s:  # a port nobody listens on: bound, then closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    wb = vscode(_fixture("bool_and.py"), _settings(**{"nkiAgent.runnerUrl": f"http://127.0.0.1:{port}"}))
+    wb.open_file("kernel.py")
+    text = wb.status_item("unreachable")
+    wb.shot("status-bar")
+    assert f"127.0.0.1:{port} unreachable" in text, text
+
+
+def test_python_without_the_package_install_button_works(vscode: Opener, tmp_path: Path) -> None:
+    fresh = tmp_path / "fresh-venv"
+    venv.EnvBuilder(with_pip=True).create(fresh)
+    wb = vscode(_fixture("bool_and.py"), {"nkiAgent.interpreter": str(fresh / "bin" / "python")})
+    wb.open_file("kernel.py")
+    toast = wb.notification("is not installed in")
+    wb.shot("message")
+    _button(toast, "Install NKI Agent into this interpreter").click()
+    rows = wb.problems("err_ambiguous_tensor_truth_value", timeout=SLOW_TIMEOUT_MS)
+    wb.shot("diagnostics")
+    assert any("needs a single truth value" in r for r in rows), rows

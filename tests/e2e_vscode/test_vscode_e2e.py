@@ -239,6 +239,19 @@ def test_unreachable_runner_shows_in_the_status_bar(vscode: Opener) -> None:
     assert f"127.0.0.1:{port} unreachable" in text, text
 
 
+def test_missing_api_key_for_the_chosen_backend_asks_for_one(vscode: Opener) -> None:
+    wb = vscode(_fixture("bool_and.py"), _settings(**{"nkiAgent.modelBackend": "anthropic"}))
+    wb.open_file("kernel.py")
+    wb.problems("err_ambiguous_tensor_truth_value")  # the server is up
+    wb.run_command("NKI Agent: Fix kernel with agent")
+    toast = wb.notification("needs an Anthropic API key")
+    _button(toast, "Set Anthropic API key").wait_for(timeout=UI_TIMEOUT_MS)
+    _button(toast, "Use the rules backend").wait_for(timeout=UI_TIMEOUT_MS)
+    wb.shot("message")
+    assert len(_nki_toasts(wb)) == 1, _nki_toasts(wb)
+    assert "hi and lo" in wb.editor_text()  # nothing was run or applied
+
+
 def test_python_without_the_package_install_button_works(vscode: Opener, tmp_path: Path) -> None:
     fresh = tmp_path / "fresh-venv"
     venv.EnvBuilder(with_pip=True).create(fresh)

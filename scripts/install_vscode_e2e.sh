@@ -33,7 +33,7 @@ if [ -n "$missing" ]; then
   { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing; } >"$CACHE/apt.log" 2>&1 \
     || unavailable "apt-get install$missing failed (see $CACHE/apt.log)"
 fi
-[ -x /usr/bin/chromium ] || unavailable "/usr/bin/chromium not found after installing Debian's chromium"
+command -v chromium >/dev/null 2>&1 || unavailable "chromium not on PATH after installing Debian's chromium"
 
 command -v npm >/dev/null 2>&1 || unavailable "npm not found"
 

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CACHE = ROOT / ".cache" / "vscode-e2e"
 NODE_BIN = CACHE / "bin"
 CODE_SERVER = CACHE / "code-server" / "node_modules" / ".bin" / "code-server"
-CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM = Path(shutil.which("chromium") or "/usr/bin/chromium")  # Debian's package
 ARTIFACTS = ROOT / ".cache" / "e2e-artifacts"
 VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
 

@@ -22,13 +22,15 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 from nki_agent.toolchain import nki_api, source_facts
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from lsp_latency import Conn  # noqa: E402  (the benchmarks' shared raw LSP client)
 
 MIRRORS = ("aws-neuron+nki-samples", "aws-neuron+aws-neuron-sdk", "aws-neuron+nki-library")
 FIXTURE_DIRS = ("static", "taskless", "broken", "masks", "loop_reduce", "quickfix", "sim_fixes")
@@ -181,59 +183,18 @@ def targets_of(path: str, text: str) -> tuple[list[Target], int]:
     return out, len(kernels)
 
 
-class Server:
-    """``python -m nki_agent.server`` over stdio, raw JSON-RPC (requests answered in order)."""
+class Server(Conn):
+    """``python -m nki_agent.server`` over stdio (``lsp_latency.Conn``), initialised on ``workspace``."""
 
     def __init__(self, workspace: Path) -> None:
-        env = dict(os.environ, NKI_AGENT_CHECK_HELPER="0")
-        self.proc = subprocess.Popen([sys.executable, "-m", "nki_agent.server"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=ROOT, env=env)
-        self.cond = threading.Condition()
-        self.responses: dict[int, dict[str, Any]] = {}
-        self.next_id = 0
-        threading.Thread(target=self._read, daemon=True).start()
+        super().__init__([sys.executable, "-m", "nki_agent.server"], env=dict(os.environ, NKI_AGENT_CHECK_HELPER="0"),
+                         cwd=ROOT)
         self.request("initialize", {"capabilities": {}, "rootUri": workspace.as_uri(),
-                                    "initializationOptions": {"simulateOnSave": False}})
+                                    "initializationOptions": {"simulateOnSave": False}}, timeout=120)
         self.notify("initialized", {})
 
-    def _read(self) -> None:
-        out = self.proc.stdout
-        assert out is not None
-        while True:
-            length = None
-            while True:
-                line = out.readline()
-                if not line:
-                    return
-                if line.lower().startswith(b"content-length:"):
-                    length = int(line.split(b":")[1].strip())
-                elif line.strip() == b"" and length is not None:
-                    break
-            msg = json.loads(out.read(length))
-            with self.cond:
-                if "id" in msg and "method" in msg:
-                    self.send({"jsonrpc": "2.0", "id": msg["id"], "result": None})
-                elif "id" in msg:
-                    self.responses[msg["id"]] = msg
-                    self.cond.notify_all()
-
-    def send(self, obj: Any) -> None:
-        body = json.dumps(obj).encode()
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
-        self.proc.stdin.flush()
-
     def request(self, method: str, params: Any, timeout: float = 120) -> dict[str, Any]:
-        self.next_id += 1
-        i = self.next_id
-        self.send({"jsonrpc": "2.0", "id": i, "method": method, "params": params})
-        with self.cond:
-            if not self.cond.wait_for(lambda: i in self.responses, timeout):
-                raise TimeoutError(f"{method}: no answer in {timeout} s")
-            return self.responses.pop(i)
-
-    def notify(self, method: str, params: Any) -> None:
-        self.send({"jsonrpc": "2.0", "method": method, "params": params})
+        return super().request(method, params, timeout)
 
     def close(self) -> None:
         try:

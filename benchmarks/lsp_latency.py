@@ -51,8 +51,12 @@ def make_kernel(lines: int) -> str:
 
 
 class Conn:
-    def __init__(self, cmd: list[str]) -> None:
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    """A language server over stdio, raw JSON-RPC (server requests answered with null; publishes recorded
+    with their arrival time). Shared by the LSP benchmarks."""
+
+    def __init__(self, cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> None:
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     env=env, cwd=cwd)
         self.cond = threading.Condition()
         self.responses: dict[int, dict[str, Any]] = {}
         self.publishes: list[tuple[float, dict[str, Any]]] = []
@@ -93,8 +97,9 @@ class Conn:
         i = self.next_id
         self.send({"jsonrpc": "2.0", "id": i, "method": method, "params": params})
         with self.cond:
-            self.cond.wait_for(lambda: i in self.responses, timeout)
-        return self.responses[i]
+            if not self.cond.wait_for(lambda: i in self.responses, timeout):
+                raise TimeoutError(f"{method}: no answer in {timeout} s")
+            return self.responses.pop(i)
 
     def notify(self, method: str, params: Any) -> None:
         self.send({"jsonrpc": "2.0", "method": method, "params": params})

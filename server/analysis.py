@@ -12,7 +12,9 @@ They run in worker threads (never on the event loop) and know nothing about LSP:
 
 - ``remote``: a profile job (verify + latency) on the remote runner at ``runnerUrl``
   (``runner.client.RemoteRunner`` sends the buffer's copy, its task and sibling modules); the local
-  verification runs too, and ``disagreement`` flags different verdicts.
+  verification runs too, and ``disagreement`` flags different verdicts. Only files inside the workspace
+  folders (real paths) are sent: a task outside them is refused, a sibling module outside them (a
+  symlink out of the workspace) is withheld (``outside_files``) and the runner's import of it fails.
 
 Tiers are labelled by ``source``: ``nki-check`` (as you type), ``nki-sim`` (on save),
 ``nki-verify`` (on save when enabled, or the Verify command), ``nki-runner`` (remote on save). The real compiler is a seam:
@@ -26,6 +28,7 @@ import re
 import shutil
 import tempfile
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from ..diagnostics.fixes import verified_fixes
@@ -37,6 +40,7 @@ from ..toolchain.errors import doc_url
 from ..toolchain.protocol import SimulateResult, TraceEntry, VerifyResult
 from ..toolchain.runner import Runner
 from ..toolchain.source_facts import KERNEL_DEF
+from ..toolchain.task_discovery import inside
 from .documents import MAX_DOC_BYTES, Snapshot
 from .settings import ServerSettings
 from .tasks import SELF, TaskRef
@@ -122,11 +126,27 @@ def fixes_for(result: StaticResult, snap: Snapshot, settings: CheckSettings, ind
     return result.fixes[index]
 
 
+class OutsideWorkspace(ValueError):
+    """A file a runner job would carry lies outside the workspace folders: nothing is sent."""
+
+
+def outside_files(kernel: str, task: str, search: Sequence[str], roots: Sequence[str]) -> list[str]:
+    """The files a runner bundle of ``kernel`` + ``task`` would read (``runner.bundle.dependencies``, the
+    same closure) whose real path is outside ``roots``; ``kernel`` is the server's own copy of the buffer."""
+    from ..runner.bundle import dependencies
+
+    own = os.path.realpath(kernel)
+    return [p for p in dependencies(kernel, task, search) if os.path.realpath(p) != own and not inside(p, roots)]
+
+
 def run(kind: str, snap: Snapshot, task: TaskRef, settings: ServerSettings,
-        cancel: threading.Event | None = None, remote: Runner | None = None) -> RunResult:
+        cancel: threading.Event | None = None, remote: Runner | None = None,
+        roots: Sequence[str] = ()) -> RunResult:
     """Simulate or verify the buffer of ``snap`` against ``task`` in the sandbox (``cancel`` kills it);
     ``kind`` "remote": verify and time it on ``remote`` (a ``RemoteRunner``; its connection errors —
-    ``RunnerError`` — propagate, for one status message instead of diagnostics)."""
+    ``RunnerError`` — propagate, for one status message instead of diagnostics). A remote job carries only
+    files inside ``roots`` (the workspace folders): a task outside raises ``OutsideWorkspace``, sibling
+    modules outside are withheld."""
     tmpdir = tempfile.mkdtemp(prefix="nki-agent-")
     try:
         kernel = os.path.join(tmpdir, os.path.basename(snap.path) or "kernel.py")
@@ -139,8 +159,11 @@ def run(kind: str, snap: Snapshot, task: TaskRef, settings: ServerSettings,
         search = [folder] if folder and os.path.isdir(folder) else []
         res: VerifyResult | SimulateResult
         if kind == "remote" and remote is not None:
+            if task.path != SELF and not (roots and inside(task.path, roots)):
+                raise OutsideWorkspace(f"the task {task.path} is outside the workspace folders; not sent")
+            withheld = outside_files(kernel, task_path, search, roots)
             res = remote.profile(kernel, task_path, seeds=3, target=target, kernel_name=None, timeout=REMOTE_TIMEOUT,
-                                 cancel=cancel, search_path=search, protect=())
+                                 cancel=cancel, search_path=search, protect=withheld)
         elif kind == "verify":
             res = api.verify(kernel, task_path, seeds=3, target=target, timeout=settings.simulation_timeout,
                              cancel=cancel, search_path=search)

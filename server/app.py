@@ -5,6 +5,9 @@
   backwards) and go straight to ``handlers.documents``.
 - ``report_server_error`` logs instead of popping a ``showMessage`` per failure; request handlers
   that raise still get a JSON-RPC error response (pygls), and the server stays up.
+- Error replies carry no traceback: every JSON-RPC error the server sends is one line (``one_line_error``;
+  pygls would put the handler's traceback in ``error.data`` and a multi-line message); the traceback goes
+  to the server's log only (pygls logs it with the request).
 - Transport: ``transport.read_loop`` (size caps, one answer per request, malformed frames survive).
 """
 
@@ -16,6 +19,7 @@ from collections.abc import Generator
 from typing import Any
 
 from lsprotocol import types as T
+from pygls.exceptions import JsonRpcInternalError
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
@@ -28,8 +32,32 @@ NAME = "nki-agent"
 VERSION = "0.1.0"
 
 
+MAX_ERROR_CHARS = 300
+
+
+def one_line_error(error: T.ResponseError) -> T.ResponseError:
+    """``error`` as the client sees it: one line of its message (capped), and no traceback in ``data``."""
+    lines = [ln.strip() for ln in str(error.message or "").splitlines() if ln.strip()]
+    text = lines[-1] if lines and lines[0].startswith("Traceback") else (lines[0] if lines else "")
+    if len(text) > MAX_ERROR_CHARS:
+        text = text[:MAX_ERROR_CHARS - 1] + "…"
+    if not text and error.code == JsonRpcInternalError.CODE:
+        text = "internal error (see the NKI Agent log)"
+    data = error.data
+    if isinstance(data, dict):
+        data = {k: v for k, v in data.items() if k != "traceback"} or None
+    if data is not None and "Traceback" in str(data):
+        data = None
+    return T.ResponseError(code=error.code, message=text, data=data)
+
+
 class NkiProtocol(LanguageServerProtocol):
-    """LSP protocol whose document notifications bypass pygls' workspace."""
+    """LSP protocol whose document notifications bypass pygls' workspace and whose errors are one line."""
+
+    def _send_response(self, msg_id: Any, result: Any | None = None, error: T.ResponseError | None = None) -> None:
+        if error is not None:
+            error = one_line_error(error)
+        super()._send_response(msg_id, result, error)
 
     def _user(self, method: str, params: Any) -> Generator[Any, Any, None]:
         if (handler := self.fm.features.get(method)) is not None:

@@ -6,7 +6,9 @@ backend + latency), with LSP work-done progress while it runs. Its problems and 
 ``nki-runner`` diagnostics; its latency goes to the code lens and the kernel's hover. A runner that is
 unreachable, refuses the token or stays busy produces ONE message per outage (never diagnostics);
 the next successful run re-arms the message. The token comes from ``runnerTokenFile`` or
-``NKI_AGENT_RUNNER_TOKEN`` in the server's environment and is never logged.
+``NKI_AGENT_RUNNER_TOKEN`` in the server's environment and is never logged; it goes only to the
+``runnerUrl`` of the launch options (machine-scoped: a workspace's settings cannot name the URL,
+``handlers/lifecycle.py``). A job carries only files inside the workspace folders (``analysis.run``).
 """
 
 from __future__ import annotations
@@ -84,10 +86,14 @@ class Remote:
         outcome = "done"
         try:
             result = await loop.run_in_executor(self.state.run_pool, analysis.run, "remote", snap, task,
-                                                self.state.settings, stop, client)
+                                                self.state.settings, stop, client, self.state.task_roots(snap))
         except asyncio.CancelledError:
             stop.set()
             outcome = "cancelled"
+            return None
+        except analysis.OutsideWorkspace as e:
+            outcome = "not sent"
+            log.warning("runner job not sent for %s: %s", snap.path, e)
             return None
         except RunnerError as e:
             outcome = "runner unavailable"

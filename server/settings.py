@@ -5,6 +5,13 @@ The same model is the source of the VS Code ``contributes.configuration`` block 
 two in sync). Settings arrive in ``initializationOptions`` and ``workspace/didChangeConfiguration``,
 either flat or under the ``nkiAgent`` section. Invalid values are dropped field by field (the rest
 is kept), and the caller shows ONE message listing them; a bad setting never stops the server.
+
+Machine-scoped settings (``MACHINE_SCOPED``: where files and keys go, what runs — ``runnerUrl``,
+``runnerTokenFile``, ``modelBackend``, ``interpreter``, ``trustLocal``) are ``"scope": "machine"`` in
+VS Code, so a workspace's ``.vscode/settings.json`` cannot set them, and listed as restricted for
+untrusted workspaces. The server takes them only from ``initializationOptions`` (the client's own launch
+configuration); in ``workspace/didChangeConfiguration`` payloads and ``workspace/configuration`` answers,
+which may merge workspace-level files, they are ignored (``split_machine``) and the launch values stay.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.alias_generators import to_camel
 
 SECTION = "nkiAgent"
+_MACHINE: dict[str, Any] = {"scope": "machine"}  # json_schema_extra of a machine-scoped field
 
 
 class ServerSettings(BaseModel):
@@ -30,12 +38,12 @@ class ServerSettings(BaseModel):
                             "API generation's default: trn1 for classic kernels, trn3 for new ones).")
     api_generation: Literal["auto", "classic", "new"] = Field(
         "auto", description="NKI API generation your SDK accepts (new: NKI >= 0.4 rejects classic kernels).")
-    runner_url: str = Field("", description="URL of a remote runner (nki-agent runner serve on a Trainium host) for "
+    runner_url: str = Field("", json_schema_extra=_MACHINE, description="URL of a remote runner (nki-agent runner serve on a Trainium host) for "
                                         "verifyOnSave \"remote\" and the Verify command; its token comes from "
                                         "runnerTokenFile or NKI_AGENT_RUNNER_TOKEN in the server's environment.")
-    runner_token_file: str = Field("", description="File holding the remote runner's bearer token (first line).")
+    runner_token_file: str = Field("", json_schema_extra=_MACHINE, description="File holding the remote runner's bearer token (first line).")
     model_backend: str = Field(
-        "rules", description="Backends of the fix agent, cheapest first (comma-separated; the router escalates "
+        "rules", json_schema_extra=_MACHINE, description="Backends of the fix agent, cheapest first (comma-separated; the router escalates "
                              "along the chain): rules (offline quick fixes), anthropic[:MODEL] (Claude; needs "
                              "ANTHROPIC_API_KEY in the server's environment), openai:MODEL@URL (an OpenAI-compatible "
                              "server such as vLLM).")
@@ -44,7 +52,7 @@ class ServerSettings(BaseModel):
                                                                        "(0: none).")
     compiler_backend: Literal["embedded"] = Field(
         "embedded", description="Toolchain used for simulation and verification: the embedded NKI simulator.")
-    trust_local: bool = Field(False, description="Apply agent fixes verified without the OS sandbox (on machines "
+    trust_local: bool = Field(False, json_schema_extra=_MACHINE, description="Apply agent fixes verified without the OS sandbox (on machines "
                                                  "where Linux namespaces are unavailable). Off: such fixes are shown, "
                                                  "not applied.")
     verify_on_save: Literal["off", "local", "remote"] = Field(
@@ -59,7 +67,7 @@ class ServerSettings(BaseModel):
                                                "it. Estimated, never measured.")
     # 20 ms: a re-check after an edit costs 2-4 ms, so this only coalesces a burst of keystrokes
     debounce_ms: int = Field(20, ge=0, le=5000, description="Delay after the last keystroke before static checks run.")
-    interpreter: str = Field("", description="Python interpreter that runs the language server (VS Code "
+    interpreter: str = Field("", json_schema_extra=_MACHINE, description="Python interpreter that runs the language server (VS Code "
                                              "extension; empty: the Python extension's environment, else python3 "
                                              "on PATH). The server itself ignores it.")
     task_map: dict[str, str] = Field(
@@ -93,6 +101,34 @@ class ServerSettings(BaseModel):
 
 
 DEFAULTS = ServerSettings.model_validate({})
+MACHINE_SCOPED: frozenset[str] = frozenset(
+    name for name, f in ServerSettings.model_fields.items() if f.json_schema_extra == _MACHINE)
+MACHINE_NOTE = (" Machine-scoped: taken from user settings only (a workspace's settings cannot set it, "
+                "the language server reads it only from its launch options).")
+
+
+def machine_aliases() -> list[str]:
+    """The camelCase keys of the machine-scoped settings (``runnerUrl``, ...), sorted."""
+    return sorted(ServerSettings.model_fields[n].alias or n for n in MACHINE_SCOPED)
+
+
+def split_machine(raw: Any) -> tuple[Any, list[str]]:
+    """``raw`` (flat or under a section) without its machine-scoped keys, and the keys dropped."""
+    if isinstance(raw, dict) and SECTION in raw and isinstance(raw[SECTION], dict):
+        inner, dropped = split_machine(raw[SECTION])
+        return {**raw, SECTION: inner}, dropped
+    section = _section(raw)
+    if not isinstance(section, dict):
+        return raw, []
+    keys = {a for n in MACHINE_SCOPED for a in (n, ServerSettings.model_fields[n].alias or n)}
+    dropped = sorted(k for k in section if k in keys)
+    kept = {k: v for k, v in section.items() if k not in keys}
+    return kept, dropped
+
+
+def with_machine(settings: ServerSettings, machine: ServerSettings) -> ServerSettings:
+    """``settings`` with every machine-scoped field taken from ``machine`` (the launch options' values)."""
+    return settings.model_copy(update={n: getattr(machine, n) for n in MACHINE_SCOPED})
 
 
 def _section(raw: Any) -> Any:
@@ -154,11 +190,21 @@ def contributes_configuration() -> dict[str, Any]:
     for name, field in ServerSettings.model_fields.items():
         alias = field.alias or name
         entry = _json_type(schema["properties"][alias])
-        default = getattr(DEFAULTS, name)
-        entry["default"] = default
+        entry["default"] = getattr(DEFAULTS, name)
         entry["description"] = field.description or ""
+        if name in MACHINE_SCOPED:
+            entry["scope"] = "machine"
+            entry["description"] += MACHINE_NOTE
         props[f"{SECTION}.{alias}"] = entry
     return {"title": "NKI Agent", "properties": props}
+
+
+def untrusted_workspaces() -> dict[str, Any]:
+    """package.json's ``capabilities.untrustedWorkspaces``: limited, the machine-scoped settings restricted."""
+    return {"supported": "limited",
+            "description": "In Restricted Mode NKI Agent takes the settings that decide where files and keys go or "
+                           "what runs (" + ", ".join(machine_aliases()) + ") from your user settings only.",
+            "restrictedConfigurations": [f"{SECTION}.{a}" for a in machine_aliases()]}
 
 
 if __name__ == "__main__":  # python -m nki_agent.server.settings  -> the block for package.json

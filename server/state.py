@@ -28,7 +28,7 @@ from ..toolchain import taskless
 from ..toolchain.errors import doc_url
 from ..toolchain.protocol import SimulateResult
 from ..toolchain.source_facts import declared_target
-from ..toolchain.task_discovery import missing_task
+from ..toolchain.task_discovery import OutsideTask, inside, missing_task, outside_task
 from . import analysis
 from ..diagnostics.static import Settings as CheckSettings
 from .analysis import RunResult, StaticResult
@@ -56,6 +56,16 @@ def missing_task_diagnostic(snap: Snapshot) -> Diagnostic | None:
                       f"`# nki-task:` names `{m.written}`, which does not exist (looked for {m.looked_for}); "
                       "saving cannot simulate or verify against it", snap.path, m.line, m.column, m.line,
                       m.column + len(m.written), "nki-agent", doc_url("sim_task_not_found"))
+
+
+def outside_task_diagnostic(snap: Snapshot, out: OutsideTask | None) -> Diagnostic | None:
+    """A ``# nki-task:`` comment naming a file outside the workspace folders: ignored, and said so at the path."""
+    if out is None or out.how != "comment":
+        return None
+    return Diagnostic("sim_task_not_found", "warning",
+                      f"`# nki-task:` names `{out.written}`, which is outside the workspace folders ({out.real}); "
+                      "it is ignored: tasks are read only inside the workspace", snap.path, out.line, out.column,
+                      out.line, out.column + len(out.written), "nki-agent", doc_url("sim_task_not_found"))
 
 
 HISTORY_RUNS = 20  # runs per document kept for the kernel report (each holds its buffer's text)
@@ -88,6 +98,8 @@ class ServerState:
         self.store = DocumentStore()
         self.settings: ServerSettings = DEFAULTS
         self.root: str | None = None
+        self.roots: list[str] = []  # every workspace folder (tasks and runner files resolve only inside them)
+        self._outside_logged: set[tuple[str, str]] = set()
         self.docs: dict[str, DocState] = {}
         self.stats = Stats()
         self.static_pool = ThreadPoolExecutor(2, thread_name_prefix="nki-static")
@@ -107,8 +119,31 @@ class ServerState:
         self.notified.add(key)
         self.server.window_show_message(T.ShowMessageParams(type=kind, message=message))
 
+    def task_roots(self, snap: Snapshot) -> list[str]:
+        """The folders a document's task and the files sent with it must lie in (real paths): the workspace
+        folders; for a document outside all of them (or with none open), its own folder."""
+        if snap.path and any(inside(snap.path, [r]) for r in self.roots):
+            return list(self.roots)
+        folder = os.path.dirname(os.path.abspath(snap.path)) if snap.path else ""
+        return [folder] if folder else []
+
     def task_of(self, snap: Snapshot) -> TaskRef | None:
-        return discover(snap.path, snap.text, dict(self.settings.task_map), self.root)
+        roots = self.task_roots(snap)
+        task_map = dict(self.settings.task_map)
+        ref = discover(snap.path, snap.text, task_map, self.root, roots)
+        if ref is None or ref.how in ("self", "sibling"):
+            out = self.outside_of(snap)
+            if out is not None and (snap.uri, out.real) not in self._outside_logged:
+                self._outside_logged.add((snap.uri, out.real))
+                log.warning("%s: the task named by %s (%s -> %s) is outside the workspace folders %s; ignored",
+                            snap.path, out.how, out.written, out.real, roots)
+        return ref
+
+    def outside_of(self, snap: Snapshot) -> OutsideTask | None:
+        """The task file discovery ignored for ``snap`` because it is outside the workspace (None: none)."""
+        if snap.too_large or not snap.path:
+            return None
+        return outside_task(snap.path, snap.text, dict(self.settings.task_map), self.root, self.task_roots(snap))
 
     def task_target(self, snap: Snapshot) -> str | None:
         """The ``TARGET`` the document's task declares (None: none, or ``nkiAgent.target`` is set): the
@@ -329,7 +364,7 @@ class ServerState:
         for kind, run in st.runs.items():
             if run.revision == snap.revision:
                 out.extend((kind, k, d) for k, d in enumerate(run.diagnostics))
-        missing = missing_task_diagnostic(snap)
+        missing = missing_task_diagnostic(snap) or outside_task_diagnostic(snap, self.outside_of(snap))
         if missing is not None:
             out.append(("task", 0, missing))
         local, remote = st.runs.get("verify"), st.runs.get("remote")

@@ -5,6 +5,14 @@ Settings come from ``initializationOptions``; a client that sends none but suppo
 ``initialized``, and again whenever it signals a change without a payload. Each payload is validated
 once (``settings.parse``); problems become ONE ``showMessage`` and the invalid fields take their
 defaults. Nothing here can stop the server from starting.
+
+Machine-scoped settings (``settings.MACHINE_SCOPED``: runner URL and token file, model backends, the
+interpreter, trustLocal) are taken from ``initializationOptions`` only — the client's own launch
+configuration. ``didChangeConfiguration`` payloads and ``workspace/configuration`` answers can carry a
+workspace's settings files (a cloned repository's ``.vscode/settings.json``), so their machine-scoped keys
+are dropped (a differing value is logged) and the launch values stay; changing one means restarting the
+server (the VS Code extension does). The workspace folders are kept too: tasks and the files sent to a
+runner resolve only inside them.
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ from lsprotocol import types as T
 
 from ...diagnostics.static import parallel
 from ..documents import uri_to_path
-from ..settings import SECTION, ServerSettings, parse
+from ..settings import DEFAULTS, MACHINE_SCOPED, SECTION, ServerSettings, parse, split_machine, with_machine
 
 if TYPE_CHECKING:
     from ..app import NkiLanguageServer
@@ -24,10 +32,34 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 _pending_problems: dict[int, list[str]] = {}
 _no_options: set[int] = set()  # servers whose client sent no initializationOptions: pull at initialized
+_machine: dict[int, ServerSettings] = {}  # server -> the machine-scoped values of its initializationOptions
 
 
-def apply(ls: NkiLanguageServer, raw: Any, announce: bool = True) -> ServerSettings:
-    settings, problems = parse(raw)
+def _from_workspace(ls: NkiLanguageServer, raw: Any) -> tuple[ServerSettings, list[str]]:
+    """Settings from a workspace-level payload: its machine-scoped keys are ignored (the launch values stay)."""
+    machine = _machine.get(id(ls), DEFAULTS)
+    kept, dropped = split_machine(raw)
+    settings, problems = parse(kept)
+    if dropped:
+        section = raw.get(SECTION, raw) if isinstance(raw, dict) else {}
+        aliases = {ServerSettings.model_fields[n].alias or n: n for n in MACHINE_SCOPED}
+        differ = [k for k in dropped if isinstance(section, dict)
+                  and section.get(k) != getattr(machine, aliases.get(k, k), None)]
+        if differ:
+            log.warning("ignored %s from the workspace configuration: machine-scoped settings are read only from "
+                        "initializationOptions (restart the server to change them)",
+                        ", ".join(f"{SECTION}.{k}" for k in differ))
+    return with_machine(settings, machine), problems
+
+
+def apply(ls: NkiLanguageServer, raw: Any, announce: bool = True, launch: bool = False) -> ServerSettings:
+    """Apply a settings payload: ``launch`` for ``initializationOptions`` (every key), else a workspace-level
+    payload (machine-scoped keys ignored)."""
+    if launch:
+        settings, problems = parse(raw)
+        _machine[id(ls)] = settings
+    else:
+        settings, problems = _from_workspace(ls, raw)
     before = ls.state.settings
     ls.state.settings = settings
     if problems:
@@ -63,13 +95,23 @@ def register(ls: NkiLanguageServer) -> None:
     def initialize(ls: NkiLanguageServer, params: T.InitializeParams) -> None:
         if params.workspace_folders:
             ls.state.root = uri_to_path(params.workspace_folders[0].uri)
+            ls.state.roots = [uri_to_path(f.uri) for f in params.workspace_folders if f.uri.startswith("file:")]
         elif params.root_uri:
             ls.state.root = uri_to_path(params.root_uri)
         elif params.root_path:
             ls.state.root = params.root_path
+        if not ls.state.roots and ls.state.root:
+            ls.state.roots = [ls.state.root]
         if params.initialization_options in (None, {}):
             _no_options.add(id(ls))
-        apply(ls, params.initialization_options, announce=False)
+        apply(ls, params.initialization_options, announce=False, launch=True)
+
+    @ls.feature(T.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
+    def folders_changed(ls: NkiLanguageServer, params: T.DidChangeWorkspaceFoldersParams) -> None:
+        removed = {uri_to_path(f.uri) for f in params.event.removed}
+        roots = [r for r in ls.state.roots if r not in removed]
+        roots += [uri_to_path(f.uri) for f in params.event.added if f.uri.startswith("file:")]
+        ls.state.roots = list(dict.fromkeys(roots))
 
     @ls.feature(T.INITIALIZED)
     async def initialized(ls: NkiLanguageServer, params: T.InitializedParams) -> None:

@@ -1,13 +1,15 @@
 // The vscode-languageclient side: one `LanguageClient` per server life over stdio, with our error
 // handler (every death goes to the session's crash policy; the client never restarts on its own and
 // never pops up its own messages), the trace driven by the log channel's level, the `nkiAgent`
-// settings as initializationOptions and live didChangeConfiguration, and the server's notifications.
+// settings as initializationOptions and live didChangeConfiguration (machine-scoped ones at user level
+// only: machineSettings.ts), and the server's notifications.
 import * as vscode from 'vscode';
 import {
   CancellationToken, CloseAction, ErrorAction, ExecuteCommandRequest, LanguageClient, LanguageClientOptions, ServerOptions, Trace,
   TransportKind,
 } from 'vscode-languageclient/node';
 import { SECTION } from './ids';
+import { Inspector, serverSettings } from './machineSettings';
 import * as readline from 'readline';
 import { serverLine, traceFor } from './log';
 import { ApplyResult } from './fixPreview';
@@ -24,9 +26,18 @@ class QuietLanguageClient extends LanguageClient {
 
 const TRACE: Record<string, Trace> = { off: Trace.Off, messages: Trace.Messages, verbose: Trace.Verbose };
 
-/** The `nkiAgent` section as a plain object (what the server reads from initializationOptions). */
+/** `inspect` of the `nkiAgent` section's keys. */
+export function sectionInspector(): Inspector {
+  const cfg = vscode.workspace.getConfiguration(SECTION);
+  return (key) => cfg.inspect(key);
+}
+
+/** The `nkiAgent` section as a plain object (what the server reads from initializationOptions); the
+ *  machine-scoped settings (runnerUrl, runnerTokenFile, modelBackend, interpreter, trustLocal) at user
+ *  level only, never a workspace's value. */
 export function settingsSnapshot(): Record<string, unknown> {
-  return JSON.parse(JSON.stringify(vscode.workspace.getConfiguration(SECTION))) as Record<string, unknown>;
+  const effective = JSON.parse(JSON.stringify(vscode.workspace.getConfiguration(SECTION))) as Record<string, unknown>;
+  return serverSettings(effective, sectionInspector());
 }
 
 export type NotificationHandler = (method: string, params: unknown) => void;

@@ -6,6 +6,7 @@ import { AgentRuns } from './agentRuns';
 import { Decision, FixPreview, fileName } from './fixPreview';
 import { COMMANDS, SECTION, SERVER_COMMANDS, TARGETS, isServerDiagnosticSource } from './ids';
 import { KernelReportPanels } from './kernelReport';
+import { userValue } from './machineSettings';
 import { ANTHROPIC_KEY, RUNNER_TOKEN, Secrets, chainNeedsAnthropicKey } from './secrets';
 import { Session } from './session';
 
@@ -54,6 +55,12 @@ function settingsTarget(): vscode.ConfigurationTarget {
   return vscode.workspace.workspaceFolders?.length ? vscode.ConfigurationTarget.Workspace : vscode.ConfigurationTarget.Global;
 }
 
+/** A machine-scoped setting's value at user level (machineSettings.ts: never a workspace's). */
+function userSetting<T>(key: string): T | undefined {
+  const cfg = vscode.workspace.getConfiguration(SECTION);
+  return userValue<T>((k) => cfg.inspect(k), key);
+}
+
 /** The one message for a command while the server is down, with its way out. */
 async function serverDown(deps: CommandDeps): Promise<void> {
   const choice = await vscode.window.showWarningMessage(
@@ -89,7 +96,7 @@ export async function fixKernel(deps: CommandDeps): Promise<void> {
   if (ed === undefined) {
     return;
   }
-  const chain = vscode.workspace.getConfiguration(SECTION).get<string>('modelBackend') ?? 'rules';
+  const chain = userSetting<string>('modelBackend') ?? 'rules';
   if (await missingAnthropicKey(chain, deps.secrets, process.env)) {
     const choice = await vscode.window.showWarningMessage(
       `NKI Agent: the model backend "${chain}" needs an Anthropic API key, and none is set.`,
@@ -97,7 +104,7 @@ export async function fixKernel(deps: CommandDeps): Promise<void> {
     if (choice === 'Set Anthropic API key') {
       await vscode.commands.executeCommand(COMMANDS.setAnthropicApiKey);
     } else if (choice === 'Use the rules backend') {
-      await vscode.workspace.getConfiguration(SECTION).update('modelBackend', 'rules', settingsTarget());
+      await vscode.workspace.getConfiguration(SECTION).update('modelBackend', 'rules', vscode.ConfigurationTarget.Global);
     }
     return; // the server restarts with the key / the new chain: the user runs the fix again
   }
@@ -182,7 +189,7 @@ export function validRunnerUrl(v: string): string | undefined {
 
 export async function selectRunner(deps: CommandDeps): Promise<void> {
   const cfg = vscode.workspace.getConfiguration(SECTION);
-  const now = cfg.get<string>('runnerUrl') ?? '';
+  const now = userSetting<string>('runnerUrl') ?? '';
   type Item = vscode.QuickPickItem & { value: string };
   const items: Item[] = [{ label: '$(vm) Local', description: 'the embedded simulator on this machine' + (now ? '' : ' (current)'), value: '' }];
   for (const url of deps.recentRunners()) {
@@ -202,10 +209,10 @@ export async function selectRunner(deps: CommandDeps): Promise<void> {
     }
     url = typed.trim().replace(/\/+$/, '');
   }
-  await cfg.update('runnerUrl', url, settingsTarget());
+  await cfg.update('runnerUrl', url, vscode.ConfigurationTarget.Global); // machine-scoped: user settings
   if (url) {
     await deps.rememberRunner(url);
-    if (!(await deps.secrets.has(RUNNER_TOKEN)) && !cfg.get<string>('runnerTokenFile') && !process.env[RUNNER_TOKEN.env]) {
+    if (!(await deps.secrets.has(RUNNER_TOKEN)) && !userSetting<string>('runnerTokenFile') && !process.env[RUNNER_TOKEN.env]) {
       const choice = await vscode.window.showInformationMessage(
         'NKI Agent: the runner needs its bearer token.', 'Set runner token');
       if (choice === 'Set runner token') {

@@ -1,10 +1,11 @@
 // Activation: wires the modules together — log channel, secrets, status bar, interpreter sources,
 // the server session and its UI, commands, and the events that restart the server (interpreter
-// setting, Python extension environment, secrets) or refresh the status bar (target, runner URL).
+// setting, Python extension environment, secrets, any machine-scoped setting) or refresh the status bar
+// (target, runner URL). Machine-scoped settings are read at user level only (machineSettings.ts).
 import * as fs from 'fs';
 import * as vscode from 'vscode';
 import { AgentProgressParams, AgentResultParams, AgentRuns } from './agentRuns';
-import { connectionFactory } from './client';
+import { connectionFactory, sectionInspector } from './client';
 import { CommandDeps, registerCommands } from './commands';
 import { FixPreview, agentFixEdit } from './fixPreview';
 import {
@@ -17,6 +18,7 @@ import { installServer, installSource } from './install';
 import { InterpreterSources, discoverInterpreter, whichOnPath } from './interpreter';
 import { PICKED_KEY, selectInterpreter } from './interpreterPicker';
 import { Log } from './log';
+import { ignoredWorkspaceValues, machineKeysChanged, userValue } from './machineSettings';
 import { probeInterpreter } from './probe';
 import { PythonExtension } from './pythonExtension';
 import { PROBE_INTERVAL_MS, RunnerState, probeRunner } from './runner';
@@ -40,7 +42,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
 
   const folder = () => vscode.workspace.workspaceFolders?.[0];
   const sources: InterpreterSources = {
-    setting: () => vscode.workspace.getConfiguration(SECTION, folder()?.uri).get<string>(INTERPRETER_SETTING),
+    setting: () => userValue<string>(sectionInspector(), INTERPRETER_SETTING),
     picked: () => context.workspaceState.get<string>(PICKED_KEY),
     workspaceFolder: () => folder()?.uri.fsPath,
     pythonExtension: () => python.activeInterpreter(folder()?.uri),
@@ -168,7 +170,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
 
   let runnerTimer: ReturnType<typeof setInterval> | undefined;
   const refreshRunner = async () => {
-    const url = vscode.workspace.getConfiguration(SECTION).get<string>('runnerUrl') ?? '';
+    const url = userValue<string>(sectionInspector(), 'runnerUrl') ?? '';
     if (runnerTimer !== undefined) {
       clearInterval(runnerTimer);
       runnerTimer = undefined;
@@ -199,8 +201,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   context.subscriptions.push(...registerCommands(deps));
   context.subscriptions.push(
     vscode.workspace.onDidChangeConfiguration((e) => {
-      if (e.affectsConfiguration(`${SECTION}.${INTERPRETER_SETTING}`)) {
-        s.requestRestart(`${SECTION}.${INTERPRETER_SETTING} changed`);
+      const machine = machineKeysChanged(SECTION, (k) => e.affectsConfiguration(k));
+      if (machine.length) { // the server reads these only at start (initializationOptions)
+        s.requestRestart(`${machine.map((k) => `${SECTION}.${k}`).join(', ')} changed`);
       }
       if (e.affectsConfiguration(`${SECTION}.runnerUrl`)) {
         void refreshRunner();
@@ -223,6 +226,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   }
   void refreshRunner();
   render();
+  const ignored = ignoredWorkspaceValues(sectionInspector());
+  if (ignored.length) {
+    log.warn(`workspace settings ignored (machine-scoped, read from your user settings only): ${ignored.map((k) => `${SECTION}.${k}`).join(', ')}`);
+  }
   log.info(`NKI Agent ${context.extension.packageJSON.version as string}; commands: ${Object.values(COMMANDS).length}`);
   await s.start();
 }

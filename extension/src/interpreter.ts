@@ -1,7 +1,9 @@
-// Interpreter discovery: which Python runs the server. Order: the `nkiAgent.interpreter` setting
-// (used as given, even when it does not exist, so a wrong path is reported rather than skipped), else
-// the one picked with "Select interpreter" (kept by the extension while the setting cannot be written),
-// else the Python extension's active environment (when ms-python is installed), else `python3` on PATH.
+// Interpreter discovery: which Python runs the server. Order: the one picked with "Select interpreter"
+// for this workspace (kept in the extension's workspace state, VS Code's storage, never a file of the
+// workspace), else the `nkiAgent.interpreter` setting at user level (machine-scoped: a workspace's
+// settings cannot name the Python that runs; used as given, even when it does not exist, so a wrong path
+// is reported rather than skipped), else the Python extension's active environment (when ms-python is
+// installed), else `python3` on PATH.
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
@@ -15,7 +17,7 @@ export interface Interpreter {
 
 /** Where discovery looks; injected so tests can fake each source. */
 export interface InterpreterSources {
-  /** The raw `nkiAgent.interpreter` value ('' or undefined when unset). */
+  /** The raw `nkiAgent.interpreter` value at user level ('' or undefined when unset). */
   setting(): string | undefined;
   /** The interpreter chosen with "Select interpreter" and kept in the workspace state, if any. */
   picked?(): string | undefined;
@@ -47,13 +49,13 @@ export function expandSetting(raw: string, workspaceFolder: string | undefined, 
 
 /** The interpreter to use, or undefined when no source has one. */
 export async function discoverInterpreter(src: InterpreterSources): Promise<Interpreter | undefined> {
-  const raw = src.setting();
-  if (raw !== undefined && raw.trim() !== '') {
-    return { path: expandSetting(raw, src.workspaceFolder()), source: 'setting' };
-  }
   const picked = src.picked?.();
   if (picked) {
     return { path: picked, source: 'picked' };
+  }
+  const raw = src.setting();
+  if (raw !== undefined && raw.trim() !== '') {
+    return { path: expandSetting(raw, src.workspaceFolder()), source: 'setting' };
   }
   let fromExt: string | undefined;
   try {

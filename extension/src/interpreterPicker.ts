@@ -1,13 +1,14 @@
 // "Select interpreter": the Python extension's own picker when ms-python is installed, else a quick
-// pick of the Pythons found (workspace virtual environments, PATH) plus "Browse…". The choice is
-// written to the nkiAgent.interpreter setting (workspace scope when a folder is open); while VS Code
-// refuses that key (it is not in the generated contributes.configuration) it is kept in the
-// workspace state instead, which discovery reads right after the setting.
+// pick of the Pythons found (workspace virtual environments, PATH) plus "Browse…". The choice is kept
+// in the extension's workspace state (this workspace only; VS Code's storage, not a settings file a
+// repository could ship), which discovery reads first. The nkiAgent.interpreter setting is machine-scoped
+// (user settings only), so the picker never writes it.
 import * as fs from 'fs';
 import * as path from 'path';
 import * as vscode from 'vscode';
 import { INTERPRETER_SETTING, SECTION } from './ids';
 import { PATH_NAMES, whichOnPath } from './interpreter';
+import { userValue } from './machineSettings';
 import { PythonExtension } from './pythonExtension';
 
 const VENV_DIRS = ['.venv', 'venv', 'env'];
@@ -42,18 +43,11 @@ export interface PickStore {
   update(key: string, value: string | undefined): Thenable<void>;
 }
 
-/** Stores the choice: the setting when VS Code accepts it, else the workspace state. Returns where it went. */
-export async function storeInterpreter(value: string, state: PickStore): Promise<'setting' | 'state'> {
-  const target = vscode.workspace.workspaceFolders?.length
-    ? vscode.ConfigurationTarget.Workspace : vscode.ConfigurationTarget.Global;
-  try {
-    await vscode.workspace.getConfiguration(SECTION).update(INTERPRETER_SETTING, value || undefined, target);
-    await state.update(PICKED_KEY, undefined);
-    return 'setting';
-  } catch {
-    await state.update(PICKED_KEY, value || undefined); // "not a registered configuration": keep it ourselves
-    return 'state';
-  }
+/** Stores the choice for this workspace ('' forgets it: discovery falls through to the user setting,
+ *  the Python extension, PATH). */
+export async function storeInterpreter(value: string, state: PickStore): Promise<'state'> {
+  await state.update(PICKED_KEY, value || undefined);
+  return 'state';
 }
 
 export async function selectInterpreter(python: PythonExtension, state: PickStore): Promise<void> {
@@ -68,7 +62,8 @@ export async function selectInterpreter(python: PythonExtension, state: PickStor
     items.push({ label: c, value: c });
   }
   items.push({ label: '$(folder-opened) Browse…', value: 'browse' });
-  const current = vscode.workspace.getConfiguration(SECTION).get<string>(INTERPRETER_SETTING) || state.get(PICKED_KEY);
+  const cfg = vscode.workspace.getConfiguration(SECTION);
+  const current = state.get(PICKED_KEY) || userValue<string>((k) => cfg.inspect(k), INTERPRETER_SETTING);
   const pick = await vscode.window.showQuickPick(items, {
     title: 'NKI Agent: Python interpreter for the language server (3.11 or newer)',
     placeHolder: current ? `now: ${current}` : 'now: found automatically',

@@ -94,7 +94,8 @@ test('Fix kernel with an Anthropic backend and no key: one message with a way ou
     const msg = fake.shown.find((s) => s.kind === 'warning')!;
     assert.match(msg.message, /needs an Anthropic API key/);
     assert.deepEqual(msg.items, ['Set Anthropic API key', 'Use the rules backend']);
-    assert.deepEqual(fake.configWrites.map((w) => [w.key, w.value]), [['nkiAgent.modelBackend', 'rules']]);
+    // machine-scoped: written to the user settings (ConfigurationTarget.Global), never the workspace's
+    assert.deepEqual(fake.configWrites.map((w) => [w.key, w.value, w.target]), [['nkiAgent.modelBackend', 'rules', 1]]);
     const storage = new FakeSecretStorage();
     await storage.store(ANTHROPIC_KEY.key, 'sk-ant-xyz1');
     assert.equal(await missingAnthropicKey('anthropic', new Secrets(storage as never), {}), false);

@@ -47,7 +47,11 @@ export const fake = {
   shown: [] as Shown[],
   /** Answers for dialogs, in order (a button label, a quick pick label, an input box value, or undefined). */
   answers: [] as (string | undefined)[],
+  /** User (global) settings. */
   config: new Map<string, unknown>(),
+  /** Workspace-level settings (a repository's .vscode/settings.json): `get` answers them first, as a VS Code
+   *  that ignored "scope": "machine" would; `inspect` reports them as workspaceValue. */
+  workspaceConfig: new Map<string, unknown>(),
   configWrites: [] as { key: string; value: unknown; target: unknown }[],
   channels: [] as FakeLogChannel[],
   executed: [] as { command: string; args: unknown[] }[],
@@ -65,7 +69,7 @@ export const fake = {
   unregistered: new Set<string>(),
   reset(): void {
     this.unregistered = new Set();
-    this.shown = []; this.answers = []; this.config = new Map(); this.configWrites = []; this.channels = [];
+    this.shown = []; this.answers = []; this.config = new Map(); this.workspaceConfig = new Map(); this.configWrites = []; this.channels = [];
     this.executed = []; this.extensions = new Map(); this.diagnostics = []; this.activeTextEditor = undefined;
     this.workspaceFolders = undefined; this.progress = []; this.cancels = []; this.progressOpen = 0; this.panels = [];
   },
@@ -155,8 +159,12 @@ export const workspace = {
     const prefix = section ? `${section}.` : '';
     return {
       get<T>(key: string, dflt?: T): T | undefined {
-        const v = fake.config.get(prefix + key);
+        const v = fake.workspaceConfig.get(prefix + key) ?? fake.config.get(prefix + key);
         return (v === undefined ? dflt : v) as T | undefined;
+      },
+      inspect(key: string) {
+        return { key: prefix + key, defaultValue: undefined, globalValue: fake.config.get(prefix + key),
+          workspaceValue: fake.workspaceConfig.get(prefix + key), workspaceFolderValue: undefined };
       },
       has: (key: string) => fake.config.has(prefix + key),
       async update(key: string, value: unknown, target?: unknown) {

@@ -21,10 +21,10 @@ function sources(over: Partial<{ setting: string; picked: string; folder: string
   };
 }
 
-test('the nkiAgent.interpreter setting wins over the Python extension and PATH', async () => {
+test('the nkiAgent.interpreter user setting wins (with no pick for this workspace) over the Python extension and PATH', async () => {
   const src = sources({ setting: '/opt/py/bin/python3.12', ext: '/env/bin/python', path: { python3: '/usr/bin/python3' } });
   assert.deepEqual(await discoverInterpreter(src), { path: '/opt/py/bin/python3.12', source: 'setting' });
-  assert.deepEqual(src.asked, ['setting']);
+  assert.deepEqual(src.asked, ['picked', 'setting']);
 });
 
 test('a setting naming a missing file is still used, so the wrong path is reported, not skipped', async () => {
@@ -35,7 +35,7 @@ test('a setting naming a missing file is still used, so the wrong path is report
 test('without a setting the Python extension environment comes next', async () => {
   const src = sources({ setting: '  ', ext: '/env/bin/python', path: { python3: '/usr/bin/python3' } });
   assert.deepEqual(await discoverInterpreter(src), { path: '/env/bin/python', source: 'python-extension' });
-  assert.deepEqual(src.asked, ['setting', 'picked', 'python-extension']);
+  assert.deepEqual(src.asked, ['picked', 'setting', 'python-extension']);
 });
 
 test('without ms-python (or when its API throws) python3 on PATH is used, before python', async () => {
@@ -45,7 +45,7 @@ test('without ms-python (or when its API throws) python3 on PATH is used, before
   }
   const onlyPython = sources({ path: { python: '/usr/local/bin/python' } });
   assert.deepEqual(await discoverInterpreter(onlyPython), { path: '/usr/local/bin/python', source: 'path' });
-  assert.deepEqual(onlyPython.asked, ['setting', 'picked', 'python-extension', 'which python3', 'which python']);
+  assert.deepEqual(onlyPython.asked, ['picked', 'setting', 'python-extension', 'which python3', 'which python']);
 });
 
 test('nothing anywhere: no interpreter', async () => {
@@ -70,9 +70,11 @@ test('whichOnPath finds executables only, in PATH order', async () => {
   assert.equal(await whichOnPath('python3', { PATH: '' }), undefined);
 });
 
-test('a "Select interpreter" choice comes after the setting, before the Python extension', async () => {
+test('a "Select interpreter" choice for this workspace comes first, then the user setting, then the Python extension', async () => {
   const src = sources({ picked: '/ws/.venv/bin/python', ext: '/env/bin/python' });
   assert.deepEqual(await discoverInterpreter(src), { path: '/ws/.venv/bin/python', source: 'picked' });
   const both = sources({ setting: '/s/python', picked: '/ws/.venv/bin/python' });
-  assert.deepEqual(await discoverInterpreter(both), { path: '/s/python', source: 'setting' });
+  assert.deepEqual(await discoverInterpreter(both), { path: '/ws/.venv/bin/python', source: 'picked' });
+  const settingOnly = sources({ setting: '/s/python', ext: '/env/bin/python' });
+  assert.deepEqual(await discoverInterpreter(settingOnly), { path: '/s/python', source: 'setting' });
 });

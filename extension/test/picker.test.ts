@@ -13,16 +13,18 @@ function memento() {
   return { data, get: (k: string) => data.get(k), update: async (k: string, v: string | undefined) => { if (v === undefined) data.delete(k); else data.set(k, v); } };
 }
 
-test('the choice goes to the nkiAgent.interpreter setting when VS Code accepts it', async () => {
+test('the choice is kept in the workspace state, never written to a settings file (the setting is machine-scoped)', async () => {
   fake.workspaceFolders = [{ uri: Uri.file('/ws') }];
   const state = memento();
   state.data.set(PICKED_KEY, '/old');
-  assert.equal(await storeInterpreter('/ws/.venv/bin/python', state), 'setting');
-  assert.deepEqual(fake.configWrites, [{ key: 'nkiAgent.interpreter', value: '/ws/.venv/bin/python', target: 2 }]);
+  assert.equal(await storeInterpreter('/ws/.venv/bin/python', state), 'state');
+  assert.deepEqual(fake.configWrites, []);
+  assert.equal(state.data.get(PICKED_KEY), '/ws/.venv/bin/python');
+  assert.equal(await storeInterpreter('', state), 'state');
   assert.equal(state.data.has(PICKED_KEY), false);
 });
 
-test('while the setting is not registered, the choice is kept in the workspace state', async () => {
+test('an unregistered setting makes no difference: the choice is kept in the workspace state', async () => {
   fake.unregistered.add('nkiAgent.interpreter');
   const state = memento();
   assert.equal(await storeInterpreter('/ws/.venv/bin/python', state), 'state');

@@ -149,6 +149,11 @@ def start_code_server(home: Path, extensions_dir: Path, settings: dict[str, Any]
     user = home / "user-data" / "User"
     user.mkdir(parents=True, exist_ok=True)
     (user / "settings.json").write_text(json.dumps({**BASE_SETTINGS, **settings}, indent=2))
+    # code-server's window is a remote one: machine-scoped settings (nkiAgent.interpreter, runnerUrl, ...) apply
+    # from the remote machine's settings, not the browser-side user settings; write them there too
+    machine = home / "user-data" / "Machine"
+    machine.mkdir(parents=True, exist_ok=True)
+    (machine / "settings.json").write_text(json.dumps(settings, indent=2))
     env = _env(home)
     env.update(env_extra or {})
     log = home / "code-server.log"

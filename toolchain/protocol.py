@@ -230,12 +230,17 @@ class SimulateResult(_Result):
     (``taskless/``): what ran — ``via`` "main" (the file's ``__main__`` driver, whose own assertions are the
     verdict), "test" (``via_test``, a pytest test of the workspace), "shapes" (inputs from shape lines) or
     "none" (no inputs) — and each kernel of the file it launched (``launches``; ``kernel_name`` / ``inputs``
-    are the first of them); ``tried``: sources passed over because they launched no kernel of the file."""
+    are the first of them); ``tried``: sources passed over because they launched no kernel of the file.
+    ``via`` / ``via_test`` / ``self_reported`` of a task-less result are the parent's (what it asked a worker
+    to run), never the worker's reply."""
 
     op: Literal["simulate"] = "simulate"
     ran: bool = False
     via: Via = "task"
     via_test: str = ""  # "test_add.py::test_add" when via is "test"
+    # the verdict and figures came from a process the file's own code ran in (its ``__main__`` driver, the test
+    # that imports it, its shape lines' module): the file could have written them ("self-reported by the file")
+    self_reported: bool = False
     launches: list[KernelLaunch] = Field(default_factory=list)
     tried: list[str] = Field(default_factory=list)
     kernel_name: str = ""

@@ -4,7 +4,9 @@ Without ``--task`` the task is discovered as the editor does (a ``# nki-task:`` 
 itself when it defines ``get_inputs``, a sibling ``task.py``); with none, the kernel file is run without a
 task in the same order as the editor's save (``toolchain/taskless/``): its ``__main__`` driver, a pytest
 test under the current folder that calls its kernel, the inputs of its shape lines
-(``# nki: a=(256, 512) float32, b=(256, 512) float32``). The output says what ran.
+(``# nki: a=(256, 512) float32, b=(256, 512) float32``). The output says what ran, and whose word its
+verdict is ("verdict: its checks pass — self-reported by the file": the file's own code ran in the worker
+that reported it; ``self_reported`` in ``--json``).
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ import os
 
 import typer
 
-from ..diagnostics.model import from_problem
-from ..toolchain import api
+from ..diagnostics.model import Diagnostic, from_problem
+from ..toolchain import api, taskless
+from ..toolchain.protocol import SimulateResult
 from ..toolchain.task_discovery import SELF, discover
 from . import options, remote
 from .render import console, print_diagnostics, print_json
@@ -41,6 +44,7 @@ def command(
     target = options.validate_target(target)
     if runner_url and in_process:
         raise typer.BadParameter("--in-process runs here; it cannot be combined with --runner", param_hint="--runner")
+    text: str | None = None
     if task is None:
         text = _read(kernel)
         ref = discover(kernel, text, {}, os.getcwd()) if text is not None else None
@@ -76,10 +80,24 @@ def command(
                               markup=False)
             for i, o in enumerate(res.outputs):
                 console.print(f"  output {i}: {o.dtype}{o.shape} min={o.min} max={o.max} NaN={o.nan}", markup=False)
+            _say_whose(res, diags, text)
         elif res.via != "task":
             console.print(f"ran {kernel} {what}: " + ("; ".join(res.tried) or "no kernel of the file ran"), markup=False)
         print_diagnostics(diags)
     raise typer.Exit(0 if res.ran and not any(d.severity == "error" for d in diags) else 1)
+
+
+def _say_whose(res: SimulateResult, diags: list[Diagnostic], text: str | None) -> None:
+    """A task-less run's verdict and whose word it is: "its checks pass — self-reported by the file" (its
+    ``__main__`` driver, the test importing it or its shape lines' module ran in the worker that said so)."""
+    if res.via not in ("main", "test", "shapes"):
+        return
+    if any(d.severity == "error" for d in diags):
+        if res.self_reported:
+            console.print(f"  verdict: failed ({taskless.SELF_REPORTED})", markup=False)
+        return
+    checks = taskless.main_checks(taskless.parse(text)) if text is not None else True
+    console.print(f"  verdict: {taskless.claim(res, main_checks=checks)}", markup=False)
 
 
 def _read(path: str) -> str | None:

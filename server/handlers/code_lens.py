@@ -6,7 +6,9 @@ it — the two are never merged.
 Only the kernels a run ran carry its lens (a file with two kernels whose task, driver or shape line runs one
 marks that one); before any run, or when it is not known which kernel ran, every kernel has it. A kernel
 with no task says plainly what saving runs or ran ("simulated via __main__", "simulated via
-test_add.py::test_add", "simulated from the shape line", "no inputs: add a shape line or a task")."""
+test_add.py::test_add", "simulated from the shape line", "no inputs: add a shape line or a task"); a ✓ of
+such a run says whose word it is ("its checks pass — self-reported by the file": the file's own code ran in
+the worker that reported it, ``toolchain.taskless.claim``)."""
 
 from __future__ import annotations
 
@@ -77,9 +79,8 @@ def taskless_title(run: RunResult | None, backend: str, facts: taskless.Facts | 
                "line or a task"
     if errors:
         return f"NKI: ✗ {errors} — simulated {how} ({backend}){note}"
-    checked = {"main": ", its checks pass" if facts is None or facts.main_checks else ", it ran to the end (it "
-               "checks nothing)", "test": ", the test passes"}.get(res.via, ", nothing to compare with")
-    return f"NKI: ✓ simulated {how} on {res.target or '?'} ({backend}){checked}{note}"
+    checked = taskless.claim(res, main_checks=facts is None or facts.main_checks)
+    return f"NKI: ✓ simulated {how} on {res.target or '?'} ({backend}), {checked}{note}"
 
 
 NO_INPUTS = ("NKI: no inputs: add a shape line or a task — no task found; e.g. `# nki: a=(128, 512) float32` "

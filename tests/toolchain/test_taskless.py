@@ -1,6 +1,7 @@
 """The task-less run's pieces (``toolchain/taskless/``): shape lines, the pre-filled line of "Add input
 shapes", test discovery (by name, never by running anything), the order of the plans, and the worker's
-plain JSON validating as the typed ``SimulateResult`` on both paths (jailed and in process)."""
+plain JSON validating as the typed ``SimulateResult`` on both paths (jailed and in process), what ran being
+the parent's word (a worker's reply cannot relabel it) and every verdict labelled self-reported."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ from pathlib import Path
 
 import pytest
 from nki_agent.toolchain import api, taskless
-from nki_agent.toolchain.protocol import SimulateResult
+from nki_agent.toolchain.protocol import KernelLaunch, SimulateResult
 
 ROOT = Path(__file__).resolve().parents[2]
 TASKLESS = ROOT / "tests" / "fixtures" / "taskless"
+HOSTILE_SELF = TASKLESS / "hostile" / "self_forgery"
 
 TWO = '''import nki
 import nki.language as nl
@@ -141,11 +143,12 @@ def test_the_worker_answer_is_the_typed_result(tmp_path: Path, name: str, via: s
     assert isinstance(res, SimulateResult) and res.via == via
     assert not [p for p in res.problems if p.code == "sim_worker_crash"], res.problems
     if via == "none":
-        assert not res.ran and not res.launches
+        assert not res.ran and not res.launches and not res.self_reported
         return
     assert res.ran and res.launches and res.trace and res.kernel_name == res.launches[0].kernel_name
     assert res.inputs == res.launches[0].inputs and all(i.shape for i in res.inputs)
     assert res.sandbox == ("in-process" if not isolate else res.sandbox)
+    assert res.self_reported  # the file's own code ran in the worker that answered
     again = SimulateResult.model_validate_json(res.model_dump_json())  # crosses any boundary as is
     assert again == res
 
@@ -162,3 +165,52 @@ def test_a_driver_that_checks_nothing_is_told_apart() -> None:
     assert taskless.main_checks(taskless.parse(text))
     assert not taskless.main_checks(taskless.parse(text.replace("    assert ok\n", "    print(ok)\n")))
     assert taskless.main_checks(taskless.parse(text.replace("    assert ok\n", "    np.testing.assert_allclose(z, x)\n")))
+
+
+def _forged(kernel: str, **claims: object) -> SimulateResult:
+    """A reply as a hostile file would write it: a clean run of some other source, not self-reported."""
+    return SimulateResult.model_validate(dict(dict(kernel="elsewhere.py", ran=True, self_reported=False,
+                                                   launches=[KernelLaunch(kernel_name="add_kernel")],
+                                                   kernel_name="add_kernel"), **claims))
+
+
+def test_what_ran_is_the_parents_word_never_the_workers_reply(tmp_path: Path) -> None:
+    kernel = tmp_path / "add_lib.py"
+    kernel.write_text(HOSTILE_SELF.joinpath("forge_test_verdict.py").read_text())
+    shutil.copy(HOSTILE_SELF / "test_add_lib_source.py", tmp_path / "test_add_lib.py")
+    asked: list[dict[str, object]] = []
+
+    def run_one(req: dict[str, object]) -> SimulateResult:
+        asked.append(req)
+        claims = {"main": dict(via="test", via_test="test_add_lib.py::test_add"),  # the driver claims the test
+                  "test": dict(via="main", via_test="")}[str(req["via"])]  # the test's process claims the driver
+        return _forged(str(req["kernel"]), **claims)
+
+    res = taskless.simulate(str(kernel), run_one, root=str(tmp_path))
+    assert [r["via"] for r in asked] == ["main"]  # the driver "launched": the test is not run
+    assert (res.via, res.via_test, res.kernel, res.self_reported) == ("main", "", str(kernel), True)
+    kernel.write_text(kernel.read_text().replace('if __name__ == "__main__":', "if False:"))  # no driver now
+    asked.clear()
+    res = taskless.simulate(str(kernel), run_one, root=str(tmp_path))
+    assert [r["via"] for r in asked] == ["test"]
+    assert (res.via, res.via_test, res.self_reported) == ("test", "test_add_lib.py::test_add", True)
+
+
+def test_a_clean_run_says_whose_word_it_is_and_never_that_the_test_passes() -> None:
+    def claim(via: str, checks: bool = True) -> str:
+        return taskless.claim(SimulateResult(kernel="k.py", via=via, ran=True, self_reported=True), checks)
+
+    assert claim("main") == "its checks pass — self-reported by the file"
+    assert claim("main", checks=False) == "it ran to the end (it checks nothing) — self-reported by the file"
+    assert claim("test") == "the test's worker reported a pass — self-reported by the file (the test imports it)"
+    assert claim("shapes") == "nothing to compare with — self-reported by the file"
+    assert all("passes" not in claim(v) for v in ("test", "shapes")) and claim("none") == ""
+
+
+def test_a_driver_forging_a_test_verdict_is_reported_as_the_driver_it_is(tmp_path: Path) -> None:
+    """The measured attack, jailed: the driver writes a well-formed "via test, passes" reply and exits."""
+    kernel = tmp_path / "add_lib.py"
+    shutil.copy(HOSTILE_SELF / "forge_test_verdict.py", kernel)
+    shutil.copy(HOSTILE_SELF / "test_add_lib_source.py", tmp_path / "test_add_lib.py")
+    res = api.simulate_taskless(str(kernel), root=str(tmp_path), timeout=60)
+    assert (res.via, res.via_test, res.self_reported) == ("main", "", True), res

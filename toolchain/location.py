@@ -8,6 +8,7 @@ installed package, so helpers in the user's project count as user code too.
 from __future__ import annotations
 
 import ast
+import contextvars
 import linecache
 import os
 import sys
@@ -78,8 +79,29 @@ def user_frame(start: FrameType | None = None) -> FrameType | None:
     return None
 
 
+# While the executor replays a traced program (``sim/replay.py``) there is no user frame: the location of
+# the event being replayed stands in for it.
+_REPLAY_AT: contextvars.ContextVar[SourceLocation | None] = contextvars.ContextVar("nki_replay_at", default=None)
+
+
+def replay_location() -> SourceLocation | None:
+    """The source location of the traced call being replayed (None outside a replay)."""
+    return _REPLAY_AT.get()
+
+
+def set_replay_location(loc: SourceLocation | None) -> contextvars.Token[SourceLocation | None]:
+    return _REPLAY_AT.set(loc)
+
+
+def reset_replay_location(token: contextvars.Token[SourceLocation | None]) -> None:
+    _REPLAY_AT.reset(token)
+
+
 def caller_location() -> SourceLocation | None:
     """Location of the user code that (directly or through helpers of ours) called the simulator."""
+    replayed = _REPLAY_AT.get()
+    if replayed is not None:
+        return replayed
     frame = user_frame(sys._getframe(1))
     return frame_location(frame) if frame is not None else None
 
@@ -103,7 +125,7 @@ def traceback_location(tb: TracebackType | None) -> SourceLocation | None:
             best = SourceLocation(code.co_filename, line or 1, (col or 0) + 1, end_line or line,
                                   (end_col + 1) if end_col is not None else None)
         tb = tb.tb_next
-    return best
+    return best if best is not None else _REPLAY_AT.get()
 
 
 @lru_cache(maxsize=256)

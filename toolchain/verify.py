@@ -291,6 +291,9 @@ def mark_mutated(seed_res: SeedResult, mutated: list[str]) -> None:
 
 
 def _def_line(kernel: Kernel) -> int:
+    traced = getattr(kernel, "def_line", None)  # a traced program (sim/replay.py) knows where its kernel is
+    if isinstance(traced, int):
+        return traced
     loc = kernel_location(kernel)
     return loc.line if loc else 1
 

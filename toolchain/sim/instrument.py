@@ -21,6 +21,11 @@ _OP_KEYS = ("op", "op0", "op1", "reduce_op", "act_op", "func")
 
 def kernel_line(sim: runtime.Simulation, depth: int = 2) -> int:
     """The line of the kernel file the current instruction was issued from (0: none in the kernel file)."""
+    from ..location import replay_location
+
+    replayed = replay_location()
+    if replayed is not None:
+        return replayed.line if replayed.path == sim.kernel_file else 0
     f: Any = sys._getframe(depth)
     path = sim.kernel_file
     for _ in range(12):

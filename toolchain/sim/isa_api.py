@@ -18,6 +18,7 @@ from ..errors import NkiError
 from ..location import caller_location
 from . import runtime
 from .instrument import instrument
+from .record import wrap_namespace
 from .buffers import psum, sbuf
 from .language import UnsupportedApi
 from .ops import common as c
@@ -409,8 +410,10 @@ def build(generation: str) -> types.ModuleType:
     mod = types.ModuleType(name, "NKI ISA (embedded simulator)")
     mod.__dict__.update(_ENUMS)
     table = _CLASSIC if generation == runtime.CLASSIC else _NEW
-    mod.__dict__.update({k: instrument(_checked_call(f, f"{name}.{k}", generation), f"nisa.{k}")
-                         for k, f in table.items()})
+    calls = {k: instrument(_checked_call(f, f"{name}.{k}", generation), f"nisa.{k}") for k, f in table.items()}
+    calls["get_nc_version"] = _ENUMS["get_nc_version"]
+    wrap_namespace(calls, "nisa")  # every call is an event of the traced program (record.py)
+    mod.__dict__.update(calls)
 
     def __getattr__(attr: str) -> Any:
         raise UnsupportedApi("sim_unsupported_api", f"{name}.{attr} is not modelled by the embedded simulator",

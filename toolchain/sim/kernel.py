@@ -39,6 +39,7 @@ class LaunchDefaults:
     trace: bool = False  # record the instruction trace (``trace.py``) for the cost model
     arithmetic: bool = True  # False: a trace-only run (values are not computed where that is expensive)
     trace_limit: int = DEFAULT_LIMIT
+    recorder: Any = None  # a ``record.Recorder``: the launch is traced into a program (placeholder inputs)
 
 
 @dataclass
@@ -150,29 +151,24 @@ def launch(kernel: Kernel, grid: tuple[int, ...], args: tuple[Any, ...], kwargs:
                            "supported", caller_location())
         return kernel.func(*args, **kwargs)
     defaults = DEFAULTS.get()
-    sim = runtime.new_simulation(_target_for(kernel), kernel.generation, defaults.time_limit)
+    sim = new_launch(_target_for(kernel), kernel.generation, grid, defaults)
     _check_grid(sim.target, kernel, grid)
     func = kernel.func
     sim.kernel_code = getattr(func, "__code__", None)
     sim.kernel_file = sim.kernel_code.co_filename if sim.kernel_code else ""
-    sim.grid = grid
-    sim.arithmetic = defaults.arithmetic
-    if defaults.trace:
-        sim.tracer = Tracer(defaults.trace_limit, defaults.arithmetic)
-        sim.tracer.trace.target = sim.target.name
-        sim.tracer.trace.generation = kernel.generation
-        sim.tracer.trace.grid = grid
+    if sim.tracer is not None:
         sim.tracer.trace.kernel_file = sim.kernel_file
     record = LaunchRecord(kernel.__name__, sim.target.name, kernel.generation, grid)
+    rec = defaults.recorder
     with runtime.activate(sim), np.errstate(all="ignore"):  # NaN/inf are values here, as on the engines
         params = _bind_params(func, kernel.generation, args, kwargs)
         result: Any = None
-        instances = list(itertools.product(*[range(g) for g in grid])) if grid else [()]
-        for n_instance, pid in enumerate(instances):
-            sim.program_ids = pid
-            sim.shared_seen.clear()
-            if sim.tracer is not None:
-                sim.tracer.instance = n_instance
+        for n_instance, pid in enumerate(instances_of(grid)):
+            begin_instance(sim, n_instance, pid)
+            token = None
+            if rec is not None:
+                rec.begin_instance(pid)
+                token = rec.activate()
             try:
                 result = func(*params.args, **params.kwargs)
             except TensorAttributeError as e:
@@ -191,16 +187,55 @@ def launch(kernel: Kernel, grid: tuple[int, ...], args: tuple[Any, ...], kwargs:
             except Exception as e:  # user code: any exception becomes a diagnostic at the kernel frame
                 raise NkiError("sim_python_exception", f"{type(e).__name__}: {e}",
                                traceback_location(e.__traceback__)) from e
-        _check_outputs_written(result, kernel.generation)
-        sim.warnings.extend(sim.memory.check())
-        peaks = sim.memory.peaks()
-        record.stores = sim.stores.for_outputs(_output_storages(result))
-        outputs = _to_numpy(result)
+            finally:
+                if rec is not None:
+                    rec.live = False
+                    rec.deactivate(token)
+            if rec is not None:
+                rec.end_instance(result)
+        outputs = finish_launch(sim, record, result)
         if any(type(a).__module__.startswith("torch") for a in list(args) + list(kwargs.values())):
             outputs = _to_torch(outputs)  # a torch caller gets torch tensors back, as from a real device
         record.mutated_inputs = [n for n, v in params.arguments.items() if isinstance(v, Tensor) and storage_of(v).mutated]
         _write_back(func, params, args, kwargs)
     record.outputs = outputs
+    if defaults.observer is not None:
+        defaults.observer(record)
+    return outputs
+
+
+def new_launch(target: str, generation: str, grid: tuple[int, ...], defaults: LaunchDefaults) -> runtime.Simulation:
+    """The simulation of one launch as ``defaults`` ask for it (time limit, instruction trace, arithmetic)."""
+    sim = runtime.new_simulation(target, generation, defaults.time_limit)
+    sim.grid = grid
+    sim.arithmetic = defaults.arithmetic
+    if defaults.trace:
+        sim.tracer = Tracer(defaults.trace_limit, defaults.arithmetic)
+        sim.tracer.trace.target = sim.target.name
+        sim.tracer.trace.generation = generation
+        sim.tracer.trace.grid = grid
+    return sim
+
+
+def instances_of(grid: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """The program ids of every SPMD instance, in the order they run."""
+    return list(itertools.product(*[range(g) for g in grid])) if grid else [()]
+
+
+def begin_instance(sim: runtime.Simulation, n_instance: int, pid: tuple[int, ...]) -> None:
+    sim.program_ids = pid
+    sim.shared_seen.clear()
+    if sim.tracer is not None:
+        sim.tracer.instance = n_instance
+
+
+def finish_launch(sim: runtime.Simulation, record: LaunchRecord, result: Any) -> Any:
+    """After the last instance: outputs checked and converted to NumPy; the record's facts filled in."""
+    _check_outputs_written(result, sim.generation)
+    sim.warnings.extend(sim.memory.check())
+    peaks = sim.memory.peaks()
+    record.stores = sim.stores.for_outputs(_output_storages(result))
+    outputs = _to_numpy(result)
     record.trace = sim.trace
     record.peak_sbuf_bytes = peaks["sbuf"][0]
     record.peak_psum_bytes = peaks["psum"][0]
@@ -208,8 +243,6 @@ def launch(kernel: Kernel, grid: tuple[int, ...], args: tuple[Any, ...], kwargs:
     record.warnings = sim.warnings
     if sim.tracer is not None:
         record.instruction_trace = sim.tracer.trace
-    if defaults.observer is not None:
-        defaults.observer(record)
     return outputs
 
 
@@ -311,6 +344,15 @@ def _to_tensor(value: Any, name: str, generation: str, mutable: bool) -> Any:
         if isinstance(value, dict) and value:
             return {k: _to_tensor(v, f"{name}[{k!r}]", generation, mutable) for k, v in value.items()}
         return value
+    t = input_tensor(arr, name, generation, mutable)
+    rec = DEFAULTS.get().recorder
+    if rec is not None:
+        rec.note_input(value, t, storage_of(t).immutable, name)
+    return t
+
+
+def input_tensor(arr: np.ndarray, name: str, generation: str, mutable: bool) -> Tensor:
+    """A kernel input: a shared-HBM tensor over ``arr``, read-only for classic kernels unless declared mutable."""
     t = wrap_array(arr, Buffer("hbm", shared=True, label="shared_hbm"), name)
     st = storage_of(t)
     st.is_param = True

@@ -8,6 +8,7 @@ classic module (``neuronxcc.nki.language``) has ``arange``/``mgrid``/``mask=``; 
 from __future__ import annotations
 
 import ast
+import contextvars
 import types
 from functools import lru_cache
 from typing import Any, Callable, Iterator
@@ -21,6 +22,7 @@ from . import runtime
 from .buffers import hbm, private_hbm, psum, sbuf, shared_hbm
 from .index import arange, ds, mgrid
 from .instrument import instrument
+from .record import wrap_namespace
 from .ops import elementwise, memory, reduce
 from .ops import matmul as mm
 from .tensor import Tensor, par_dim, storage_of, values_of
@@ -271,11 +273,20 @@ def loop_reduce(x: Any, op: Any, loop_indices: Any = None, dtype: Any = None, ma
     return c.emit(np.array(vals), out_dt, m)
 
 
+_UNSET = object()
+# the destination a replayed ``loop_reduce`` had when it was traced (``sim/replay.py``; no frames there)
+REPLAY_DESTINATION: contextvars.ContextVar[Any] = contextvars.ContextVar("nki_loop_reduce_dest", default=_UNSET)
+
+
 def _loop_reduce_destination() -> Any:
     """The current value of the target ``loop_reduce``'s result is assigned to, or None."""
     import sys
 
     from ..location import user_frame
+
+    given = REPLAY_DESTINATION.get()
+    if given is not _UNSET:
+        return given
 
     frame = user_frame(sys._getframe(2))
     loc = caller_location()
@@ -354,6 +365,7 @@ def build(generation: str) -> types.ModuleType:
         if k not in _NOT_INSTRUCTIONS and isinstance(ns[k], types.FunctionType) and \
                 getattr(ns[k], "__module__", "").startswith(__package__ or "nki_agent"):
             ns[k] = instrument(ns[k], f"nl.{k}")
+    wrap_namespace(ns, "nl")  # every call is an event of the traced program (record.py)
     mod.__dict__.update(ns)
 
     def __getattr__(attr: str) -> Any:

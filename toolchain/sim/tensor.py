@@ -82,7 +82,7 @@ _SLOT = "_h" + secrets.token_hex(8)
 class Tensor:
     """An NKI tensor (``nl.ndarray`` results, kernel arguments, views): shape, dtype, buffer and views."""
 
-    __slots__ = (_SLOT,)
+    __slots__ = (_SLOT, "__weakref__")  # weak references: a traced kernel's dropped handles (``record.py``)
 
     def __new__(cls, *args: Any, **kwargs: Any) -> "Tensor":
         raise NkiError("sim_unsupported_api", "constructing a tensor from a storage handle is not modelled by the "
@@ -346,6 +346,23 @@ class Tensor:
         return _traced("accumulate", _accumulate, self, o, op)
 
 
+# Every method kernel code can call on a tensor is an NKI call of the traced program (``record.py``).
+_TRACED_METHODS = ("reshape", "view", "reinterpret_cast", "ap", "permute", "broadcast", "expand_dim", "expand_dims",
+                   "squeeze_dim", "reshape_dim", "flatten_dims", "slice", "select", "is_contiguous", "get_pattern",
+                   "is_indirect", "vector_select", "rearrange", "indirect", "astype", "broadcast_to", "assert_shape",
+                   "__getitem__", "__setitem__", "__iadd__", "__isub__", "__imul__")
+_TRACED_OPERATORS = ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__",
+                     "__rtruediv__", "__pow__", "__neg__", "__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__",
+                     "__and__", "__or__", "__xor__", "__invert__", "__lshift__", "__rshift__")
+
+
+def _install_boundaries() -> None:
+    from .record import boundary
+
+    for k in _TRACED_METHODS + _TRACED_OPERATORS:
+        setattr(Tensor, k, boundary(vars(Tensor)[k], f"Tensor.{k}"))
+
+
 _DESCRIPTOR = vars(Tensor)[_SLOT]
 delattr(Tensor, _SLOT)
 del Tensor.__slots__  # type: ignore[misc]
@@ -353,6 +370,7 @@ del _SLOT
 _get: Callable[[Tensor], View] = _DESCRIPTOR.__get__
 _set: Callable[[Tensor, View], None] = _DESCRIPTOR.__set__
 _new = object.__new__
+_install_boundaries()
 
 # -- the simulator's side of a tensor (only ``sim`` modules, verify and simulate use these) ---------------
 

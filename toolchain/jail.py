@@ -55,6 +55,12 @@ UNSANDBOXED = "unsandboxed"
 JAIL_ID = 65534  # uid and gid inside the jail ("nobody"): no capability in its user namespace either
 JOB_DIR = "/job"  # the worker's cwd and HOME inside the jail
 TMPFS_BYTES = 256 << 20  # each of /job and /tmp: kernels write nothing; a disk fill stops here
+SHM_BYTES = 8 << 20  # /dev/shm: POSIX semaphores and small shared memory only (host RAM, so counted in the budget)
+DEV_BYTES = 64 << 10  # the /dev tmpfs itself holds only mount points and symbolic links (read-only once set up)
+# the device files bound into every jail (all Python, NumPy and torch use); nothing else of the host's /dev
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+DEV_LINKS = (("/proc/self/fd", "/dev/fd"), ("/proc/self/fd/0", "/dev/stdin"), ("/proc/self/fd/1", "/dev/stdout"),
+             ("/proc/self/fd/2", "/dev/stderr"))
 PROBE_TIMEOUT = 20.0  # seconds for the one probe run of a jail (python start-up on a loaded machine)
 THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 # variables a worker may see; everything else (API keys, tokens, the user's HOME) is dropped
@@ -74,7 +80,11 @@ DENIED_SYSCALLS = ("fork", "vfork", "ptrace", "process_vm_readv", "process_vm_wr
                    "chroot", "kexec_load", "kexec_file_load", "bpf", "perf_event_open", "userfaultfd", "keyctl",
                    "add_key", "request_key", "personality", "acct", "swapon", "swapoff", "reboot", "init_module",
                    "finit_module", "delete_module", "open_by_handle_at", "name_to_handle_at", "io_uring_setup",
-                   "process_madvise", "kcmp", "move_mount", "open_tree", "fsopen", "fsmount", "fspick")
+                   "process_madvise", "kcmp", "move_mount", "open_tree", "fsopen", "fsmount", "fspick",
+                   # memory outside the address-space limit and outside any tmpfs size: SysV shared memory and
+                   # message queues (the jail's IPC namespace has the kernel's huge defaults), memfd files
+                   "shmget", "msgget", "memfd_create")
+MEMORY_SYSCALLS = ("shmget", "msgget", "memfd_create")  # allowed for device jobs (the Neuron runtime may use them)
 
 
 @dataclass(frozen=True)
@@ -98,6 +108,7 @@ class JailSpec:
     readable: tuple[str, ...] = ()  # folders (or files) bound read-only at their own path
     hidden: tuple[str, ...] = ()  # files the jail cannot open (and whose bytecode cache is empty)
     tmpfs_bytes: int = TMPFS_BYTES
+    shm_bytes: int = SHM_BYTES  # 0: no /dev/shm at all
     devices: tuple[tuple[str, str], ...] = ()  # (source, /dev/neuronN) pairs from ``device_binds``
 
 
@@ -236,7 +247,7 @@ def seccomp_program(processes: bool = False) -> bytes | None:
         f = sc.SyscallFilter(defaction=sc.ALLOW)
         deny = sc.ERRNO(errno.EPERM)
         for name in DENIED_SYSCALLS:
-            if processes and name in PROCESS_SYSCALLS:
+            if processes and name in (*PROCESS_SYSCALLS, *MEMORY_SYSCALLS):
                 continue
             try:
                 f.add_rule(deny, name)
@@ -306,6 +317,33 @@ def _cwd() -> str:
     return cwd if cwd.startswith("/") and not cwd.startswith(("/proc", "/dev", "/sys")) else JOB_DIR
 
 
+def dev_args(shm_bytes: int = SHM_BYTES) -> list[str]:
+    """bwrap arguments building the jail's ``/dev``: a tiny tmpfs holding the ``DEVICES`` bound from the host,
+    the ``/proc/self/fd`` links, and a ``/dev/shm`` tmpfs of ``shm_bytes`` (none if 0); then read-only.
+
+    Not bwrap's ``--dev``: its ``/dev/shm`` is a folder on a tmpfs without a size (half of the host's RAM,
+    writable by the jail, and pages there outlive the worker's address-space limit)."""
+    out = ["--size", str(DEV_BYTES), "--tmpfs", "/dev"]
+    for d in DEVICES:
+        if os.path.exists(d):
+            out += ["--dev-bind", d, d]
+    for target, link in DEV_LINKS:
+        out += ["--symlink", target, link]
+    if shm_bytes > 0:
+        out += ["--dir", "/dev/shm"]
+    out += ["--remount-ro", "/dev"]
+    if shm_bytes > 0:
+        out += ["--size", str(max(64 << 10, int(shm_bytes))), "--perms", "1777", "--tmpfs", "/dev/shm"]
+    return out
+
+
+def memory_budget(memory_bytes: int, spec: JailSpec | None = None) -> int:
+    """Host memory one job may hold: its address space plus every tmpfs it can fill (``/job``, ``/tmp``,
+    ``/dev/shm``, ``/dev``) — the cgroup's ``memory.max``, and the bound the fallback's limits add up to."""
+    spec = spec or JailSpec()
+    return int(memory_bytes) + 2 * max(1 << 20, int(spec.tmpfs_bytes)) + max(0, int(spec.shm_bytes)) + DEV_BYTES
+
+
 def command(spec: JailSpec, argv: Sequence[str], bwrap: str | None = None, seccomp_fd: int | None = None) -> list[str]:
     """The bwrap command line running ``argv`` inside the jail ``spec`` describes.
 
@@ -321,7 +359,7 @@ def command(spec: JailSpec, argv: Sequence[str], bwrap: str | None = None, secco
             out += ["--ro-bind", d, d]
     for f in ETC_FILES:
         out += ["--ro-bind-try", f, f]
-    out += ["--proc", "/proc", "--dev", "/dev"]
+    out += ["--proc", "/proc", *dev_args(spec.shm_bytes)]
     for src, dest in spec.devices:  # only the job's own Neuron devices (``device_binds`` checked them)
         if not DEVICE_PATH.match(dest):
             raise JailError(f"device {dest!r} refused: only /dev/neuronN is ever bound")

@@ -9,6 +9,17 @@ worker runs, each with a cap (a flood ends as a short "output truncated" note, n
 memory), enforces the wall-clock limit and cancellation by killing the jail's whole pid namespace,
 and turns every way the worker can die into one clear problem. The worker sets its own rlimits
 (address space, CPU, processes, file size, descriptors) before it reads any user code.
+
+Per job, where the host allows it (``jail_cgroup.host()``), the worker — jailed or not — runs in its
+own control group: ``memory.max`` is the job's memory budget (address space + every tmpfs it can fill,
+``jail.memory_budget``), ``pids.max`` is ``TASKS`` (threads count), one CPU of quota; the group is
+removed when the job ends and ``Reply.limits`` says what it measured. Elsewhere the request's
+``limits`` tell the worker to apply its fallback (``RLIMIT_NPROC`` and a thread cap, ``worker.py``).
+
+What a jail sees of the user's files: for kernel code (``op`` ``kernel`` and ``simulate``, or
+``Job.imports_only``) only the entry files and the modules they import (``jail_imports``) — never the
+rest of their folders (``.git``, backups, ``.env``); for other ops (the task's reference role,
+``describe``, task-less runs) the folders of the request's files and its search path.
 """
 
 from __future__ import annotations
@@ -26,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from . import jail, wire
+from . import jail, jail_cgroup, jail_imports, wire
 from .errors import Problem, SourceLocation
 
 DEFAULT_TIMEOUT = 60.0  # seconds of wall time per job; the largest example verifies in well under 5 s
@@ -39,6 +50,10 @@ CANCEL_POLL = 0.05  # seconds between looks at the cancel event while the worker
 READER_GRACE = 5.0  # seconds to wait for the pipes after the worker ended (a grandchild may hold one, unjailed)
 PIPE_BYTES = 1 << 20  # pipe buffer for arrays (Linux default 64 KiB: 16x the context switches per megabyte)
 F_SETPIPE_SZ = 1031  # <linux/fcntl.h>
+TASKS = 128  # processes + threads per job (bwrap's two, the worker's few): a thread bomb stops here
+DEVICE_TASKS = 1024  # a Neuron device job: the SDK's compiler runs as child processes with their own threads
+CPUS = 1.0  # CPU quota per job, where the cgroup has the cpu controller (the worker is single-threaded)
+IMPORTS_ONLY_OPS = frozenset({"kernel", "trace", "simulate"})  # ops that run kernel code: only imported files are bound
 _warned = threading.Event()
 
 
@@ -56,6 +71,8 @@ class Job:
     max_result_bytes: int = MAX_RESULT_BYTES
     devices: tuple[str, ...] = ()  # Neuron device files bound into the jail (/dev/neuronN only)
     env: tuple[tuple[str, str], ...] | Mapping[str, str] = ()  # extra NEURON_* / XLA_* variables (pairs after init)
+    # bind only the request's kernel (and task) files and what they import, not their folders; None: by op
+    imports_only: bool | None = None
 
     def __post_init__(self) -> None:
         self.devices = jail.check_devices(tuple(self.devices))
@@ -72,6 +89,7 @@ class Reply:
     sandbox: str = jail.UNSANDBOXED
     stderr: str = ""
     failed: bool = False  # the body was synthesised here (timeout, crash, cancel, malformed reply)
+    limits: dict[str, Any] = field(default_factory=dict)  # the job's cgroup and what it measured ({} without)
 
 
 Frame = tuple[dict[str, Any], list[np.ndarray | None]]
@@ -153,6 +171,7 @@ class Worker:
         req = dict(job.request)
         req.setdefault("time_limit", max(timeout - 2.0, timeout * 0.9))
         req.update(memory_bytes=memory_bytes, cpu_seconds=int(timeout * 2) + 5)
+        tasks = DEVICE_TASKS if job.devices else TASKS
         state = jail.status()
         self.sandbox = state.label
         binds = jail.device_binds(job.devices)  # a missing device is refused before anything starts
@@ -167,16 +186,22 @@ class Worker:
         env = jail.environment({**dict(job.env), "NKI_AGENT_RESULT_FD": str(w_fd),
                                 "NKI_AGENT_PARENT_PID": str(os.getpid()), "NKI_AGENT_SANDBOX": self.sandbox})
         argv = [sys.executable, "-I", "-B", "-m", "nki_agent.toolchain.worker"]
+        spec = jail.JailSpec(readable=_readable(job), hidden=job.hidden, devices=binds)
         if state.available:
             env["NKI_AGENT_PARENT_PID"] = "0"  # in the jail's pid namespace the parent is outside (ppid 0)
-            argv = jail.command(jail.JailSpec(readable=_readable(job), hidden=job.hidden, devices=binds), argv,
-                                state.binary, seccomp[0] if seccomp else None)
+            argv = jail.command(spec, argv, state.binary, seccomp[0] if seccomp else None)
+        self.group = _group(jail.memory_budget(memory_bytes, spec), tasks)
+        if self.group is not None:
+            argv = self.group.wrap(argv)  # the shell execs bwrap (or the worker): the same process
+        req["limits"] = {"cgroup": self.group.mode if self.group else "", "tasks": tasks, "nproc": state.available}
         try:
             self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          stderr=subprocess.PIPE, env=env, pass_fds=tuple(keep),
                                          start_new_session=True)
         except BaseException:
             os.close(r_fd)
+            if self.group is not None:
+                self.group.close()
             raise
         finally:
             for fd in keep:
@@ -252,8 +277,24 @@ class Worker:
             self.kill()
             self.proc.wait()
             self.close_input()
+            self._release()
             raise
         self.close_input()
+        limits = self._release()
+        reply = self._reply(ended, bool(limits.get("oom_kills")))
+        reply.limits = limits
+        return reply
+
+    def _release(self) -> dict[str, Any]:
+        """What the job's cgroup measured; the group is removed (its leftovers killed)."""
+        group, self.group = self.group, None
+        if group is None:
+            return {}
+        usage = dict(group.usage())
+        group.close()
+        return usage
+
+    def _reply(self, ended: bool, oom: bool = False) -> Reply:
         for pipe in (self.result_pipe, self.stdout, self.stderr):
             pipe.thread.join(READER_GRACE)
         stderr = self.stderr.text()
@@ -275,9 +316,11 @@ class Worker:
         if pipe.splitter is not None and pipe.splitter.buf and self.proc.returncode == 0:
             return self._failure("sim_worker_crash", "the worker's reply is truncated", stderr)
         rc = self.proc.returncode
+        if rc == jail_cgroup.JOIN_FAILED and "cannot join the job's cgroup" in stderr:
+            return self._failure("sim_worker_crash", "the worker could not be put into its cgroup", stderr)
         # a signal: -N for the process we started; bwrap reports its child's signal N as 128 + N
         sig = -rc if rc < 0 else rc - 128 if rc > 128 and self.sandbox == jail.JAIL else 0
-        if "MemoryError" in stderr:
+        if "MemoryError" in stderr or (oom and sig == signal.SIGKILL):
             return self._failure("sim_memory_limit", "the simulation worker was stopped (memory limit)", stderr)
         if sig == signal.SIGXCPU:
             return self._failure("sim_timeout", "the simulation worker was stopped (CPU time limit)", stderr)
@@ -318,11 +361,39 @@ def _widen(fd: int) -> None:
         pass
 
 
+def _group(memory_bytes: int, tasks: int) -> jail_cgroup.JobGroup | None:
+    """A control group for one job, or None where the host has none for us (the worker's fallback applies)."""
+    where = jail_cgroup.host()
+    if not where.available:
+        return None
+    try:
+        return jail_cgroup.JobGroup(where, memory_bytes, tasks, CPUS)
+    except OSError:
+        return None
+
+
+def imports_only(job: Job) -> bool:
+    """Whether ``job``'s jail binds only its entry files and their imports (kernel code runs in it)."""
+    if job.imports_only is not None:
+        return job.imports_only
+    return job.request.get("op") in IMPORTS_ONLY_OPS and job.request.get("role") != "device"
+
+
 def _readable(job: Job) -> tuple[str, ...]:
-    """The folders of the request's kernel and task files, its search path and its SDK path (the Neuron
-    SDK's folders when they are not in the Python installation: ``NKI_AGENT_SDK_PATH``)."""
+    """What the jail binds of the user's files besides ``job.readable``: for kernel code, the kernel (and,
+    when the same process loads it, task) file and the modules each imports; else the folders of the
+    request's kernel and task files and its search path. Always the SDK path (the Neuron SDK's folders
+    when they are not in the Python installation: ``NKI_AGENT_SDK_PATH``)."""
     req = job.request
     out = list(job.readable)
+    if imports_only(job):
+        sp = [p for p in req.get("search_path") or () if isinstance(p, str) and p]
+        keys = ("kernel",) if req.get("op") in ("kernel", "trace") else ("kernel", "task")
+        entries = [(os.path.abspath(p), [os.path.dirname(os.path.abspath(p)), *sp])
+                   for p in (req.get(k) for k in keys) if isinstance(p, str) and p and os.path.isfile(p)]
+        out += jail_imports.binds(entries, job.hidden)
+        out += [p for p in req.get("sdk_path") or () if isinstance(p, str) and p]
+        return tuple(p for p in dict.fromkeys(out) if os.path.exists(p))
     for key in ("kernel", "task"):
         p = req.get(key)
         if isinstance(p, str) and p:

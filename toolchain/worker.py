@@ -2,11 +2,17 @@
 
 Runs untrusted kernel and task code — normally inside the OS jail ``sandbox.py`` puts it in — under
 rlimits it sets on itself before reading any user code (address space, CPU seconds, file size,
-descriptors, no core dumps), with the simulator's imports, and writes exactly one reply frame to the
+descriptors, no core dumps, no POSIX message queues, and — jailed — ``RLIMIT_NPROC`` at the request's
+``limits.tasks``: in the jail's own user namespace the kernel counts only the jail's tasks, threads
+included, except when the tool runs as root, which the kernel exempts). Where the job has no cgroup (``limits.cgroup``
+empty: ``jail_cgroup``), a thread cap on ``_thread`` also refuses threads past that number (a tripwire:
+the cgroup's ``pids.max`` is the hard bound where the host allows one), with the simulator's imports, and writes exactly one reply frame to the
 descriptor it was given, last (the roles of a verification stream frames before it). User prints go to stderr so they can never corrupt the reply (and the
 parent trusts nothing in it beyond array shapes and dtypes anyway). Before reading the request it
-asks the kernel to kill it when its parent dies (Linux). Ops: ``reference`` and ``kernel`` (the two
-worker roles of a verification, ``roles.py``; ``kernel`` with ``role: "device"`` is the kernel role on a
+asks the kernel to kill it when its parent dies (Linux). Ops: ``reference``, ``trace`` and ``execute``
+(the worker roles of a verification: the task's reference, the kernel traced on placeholders, the traced
+program executed on each seed with no user code loaded; ``roles.py``, ``trace_roles.py``), ``kernel`` (the
+kernel run directly on each seed, ``roles.py``; ``kernel`` with ``role: "device"`` is the kernel role on a
 Neuron device, ``device_role.py``), ``baseline`` (the task's reference timed, ``baseline_role.py``),
 ``simulate`` (``estimate`` / ``timeline`` / ``sensitivities`` / ``arithmetic``: the cost model's estimate of
 the launch, with its engine timeline or its sensitivities to the model's constants, on a trace-only run if
@@ -51,9 +57,13 @@ def _die_with_parent() -> None:
         os._exit(3)  # re-parented before prctl took effect: the tool that wanted this result is gone
 
 
-def _limit(memory_bytes: int, cpu_seconds: int) -> None:
+def _limit(memory_bytes: int, cpu_seconds: int, tasks: int = 0) -> None:
     """Hard limits: kernel code cannot raise them again."""
     limits = [(resource.RLIMIT_FSIZE, FILE_BYTES), (resource.RLIMIT_NOFILE, OPEN_FILES), (resource.RLIMIT_CORE, 0)]
+    if hasattr(resource, "RLIMIT_MSGQUEUE"):
+        limits.append((resource.RLIMIT_MSGQUEUE, 0))
+    if tasks > 0 and hasattr(resource, "RLIMIT_NPROC"):
+        limits.append((resource.RLIMIT_NPROC, tasks))
     if memory_bytes > 0:
         limits.append((resource.RLIMIT_AS, memory_bytes))
     if cpu_seconds > 0:
@@ -66,6 +76,34 @@ def _limit(memory_bytes: int, cpu_seconds: int) -> None:
         except (ValueError, OSError):
             pass
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an over-large write fails with EFBIG instead of killing us
+
+
+def _cap_threads(tasks: int) -> None:
+    """Refuse new threads once ``tasks`` run (the fallback where no cgroup bounds the job's tasks)."""
+    import _thread
+    import threading
+
+    start = _thread.start_new_thread
+
+    def capped(function: Any, args: Any, kwargs: Any = None) -> int:
+        if threading.active_count() >= tasks or _thread._count() >= tasks:  # type: ignore[attr-defined]
+            raise RuntimeError(f"can't start new thread: the job's thread cap ({tasks}) is reached")
+        return start(function, args, kwargs or {})
+
+    _thread.start_new_thread = capped  # type: ignore[assignment]
+    threading._start_new_thread = capped  # type: ignore[attr-defined]
+
+
+def _limits(req: dict[str, Any]) -> None:
+    """The request's rlimits, and the thread cap when the job has no cgroup."""
+    extra = req.get("limits")
+    extra = extra if isinstance(extra, dict) else {}
+    tasks = extra.get("tasks")
+    tasks = tasks if isinstance(tasks, int) else 0
+    # RLIMIT_NPROC only in the jail: outside a user namespace of its own it would count all the user's processes
+    _limit(int(req.get("memory_bytes", 0)), int(req.get("cpu_seconds", 0)), tasks if extra.get("nproc") else 0)
+    if tasks > 0 and not extra.get("cgroup"):
+        _cap_threads(tasks)
 
 
 def _flag(req: dict[str, Any], name: str, default: bool) -> bool:
@@ -105,6 +143,16 @@ def handle(req: dict[str, Any], out_fd: int) -> tuple[dict[str, Any], list[Any]]
 
         return kernel_role(req, lambda: wire.read(sys.stdin.buffer, MAX_REQUEST_BYTES),
                            lambda header, arrays: wire.write(out_fd, header, arrays))
+    if op == "trace":
+        from .trace_roles import trace_role
+
+        return trace_role(req, lambda: wire.read(sys.stdin.buffer, MAX_REQUEST_BYTES),
+                          lambda header, arrays: wire.write(out_fd, header, arrays))
+    if op == "execute":
+        from .trace_roles import executor_role
+
+        return executor_role(req, lambda: wire.read(sys.stdin.buffer, MAX_REQUEST_BYTES),
+                             lambda header, arrays: wire.write(out_fd, header, arrays))
     if op == "baseline":
         from .baseline_role import baseline_role
 
@@ -138,7 +186,7 @@ def main() -> int:
     arrays: list[Any] = []
     try:
         req, _ = wire.read(sys.stdin.buffer, 0)
-        _limit(int(req.get("memory_bytes", 0)), int(req.get("cpu_seconds", 0)))
+        _limits(req)
         sys.setrecursionlimit(min(sys.getrecursionlimit(), 3000))
         reply, arrays = handle(req, out_fd)
     except NkiError as e:

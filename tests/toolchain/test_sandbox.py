@@ -193,8 +193,9 @@ class Recording(real_popen):
 
 subprocess.Popen = Recording
 path, marker = sys.argv[1], sys.argv[2]
-threading.Thread(target=sandbox.run, args=({"op": "simulate", "kernel": path, "task": path},),
-                 kwargs={"timeout": 120.0}, daemon=True).start()
+# the kernel's jail binds only the kernel and its imports: the FIFO is given to it explicitly
+job = sandbox.Job({"op": "simulate", "kernel": path, "task": path}, readable=(marker,))
+threading.Thread(target=sandbox.run_job, args=(job,), kwargs={"timeout": 120.0}, daemon=True).start()
 started.wait(60)
 with open(marker) as fifo:  # blocks until the worker, running the kernel module, writes it (jailed: read-only
     loaded = fifo.read() == "loaded"  # folder, but a FIFO there can still be written)

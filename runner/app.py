@@ -31,6 +31,7 @@ from ..toolchain.protocol import Capabilities, ErrorBody, Health, JobRequest, Jo
 from . import auth
 from .config import RunnerConfig
 from .jobs import JobManager, QueueFull, Refused
+from .layout import BundledJobRequest
 
 PUBLIC_ROUTES = ("/healthz", "/health")  # the only routes answered without the token (/health: forge.py)
 SYNC_WAIT_S = 900.0
@@ -191,6 +192,7 @@ def create_app(ctx: Context) -> FastAPI:
                             targets=list(info.targets), neuron_cores=info.neuron_cores, sandbox=info.sandbox,
                             latency=info.latency, cluster=ctx.cluster,
                             limits=Limits(max_body_bytes=c.max_body_bytes, queue_size=c.queue_size,
+                                        max_timeout_s=c.max_timeout_s,
                                           workers=len(ctx.manager.slots), rate_per_minute=c.rate_per_minute))
 
     @app.get("/v1/openapi.json")
@@ -198,7 +200,7 @@ def create_app(ctx: Context) -> FastAPI:
         return app.openapi()
 
     @app.post("/v1/jobs", response_model=JobStatus, status_code=202)
-    async def post_job(request: JobRequest, owner: str = Depends(caller),
+    async def post_job(request: BundledJobRequest, owner: str = Depends(caller),
                        wait: float = Query(0.0, ge=0.0, le=SYNC_WAIT_S)) -> JobStatus:
         admit(owner)
         status = await anyio.to_thread.run_sync(submit, request, owner)
@@ -207,7 +209,7 @@ def create_app(ctx: Context) -> FastAPI:
         return status
 
     @app.post("/v1/verify", response_model=JobStatus)
-    async def post_verify(request: JobRequest, owner: str = Depends(caller)) -> JobStatus:
+    async def post_verify(request: BundledJobRequest, owner: str = Depends(caller)) -> JobStatus:
         if request.op != "verify":
             raise HTTPError(422, "POST /v1/verify takes op 'verify' (use POST /v1/jobs for the others)")
         admit(owner)

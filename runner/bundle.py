@@ -1,17 +1,20 @@
 """What a client sends a runner for one kernel: its files (kernel, task, sibling modules), and the way back.
 
 ``bundle`` reads the kernel and the task (a kernel that is its own task is sent once, ``task=None`` in
-the request) and collects the sibling modules they import, so a kernel split over ``kernel.py`` +
+the request) and collects the sibling modules each imports, so a kernel split over ``kernel.py`` +
 ``helpers.py`` runs remotely as it does locally. Imports are read with ``ast`` (a file that does not
 parse contributes none); a module is sent when it is a top-level ``NAME.py`` in the importing file's
 own folder or in a ``search_path`` folder (that order, as ``tasks.search_dirs``), transitively, at
-most ``protocol.MAX_MODULES`` of them; packages, the standard library and installed packages are the
-runner's own. The runner writes every file into one flat folder, so a module name found in both the
-kernel's and the task's folders is sent once (the kernel's). Files named in ``protect`` are never
-sent (the agent's protected originals). A kernel or task whose file name is not a valid module name
-(``my-kernel.py``, ``1st.py``) is sent under a safe one.
+most ``protocol.MAX_MODULES`` per bundle; packages, the standard library and installed packages are the
+runner's own. The kernel's modules (``modules``) and the task's (``task_modules``) are two bundles: the
+runner writes them into two folders (``layout.py``), so each file imports what it imports locally. A
+kernel module that would shadow a task import or an installed module is refused here already
+(``BundleError``, the check of ``layout.shadowing``), as the runner would refuse it. Files named in
+``protect`` are never sent (the agent's protected originals). A kernel or task whose file name is not
+a valid module name (``my-kernel.py``, ``1st.py``) or is an installed module's (``profile.py``) is sent
+under a safe one.
 
-``PathMap`` turns the runner's paths in a result (its job folder) back into the client's own paths.
+``PathMap`` turns the runner's paths in a result (its job folders) back into the client's own paths.
 ``dependencies`` is the same closure as local paths, for ``nki-agent watch``.
 """
 
@@ -82,9 +85,13 @@ def imported_names(text: str) -> list[str]:
 
 def safe_name(path: str, taken: Iterable[str] = ()) -> str:
     """A valid module file name for ``path`` (its own when valid), distinct from ``taken``."""
+    from .layout import installed
+
     base = os.path.basename(path)
     stem = base.removesuffix(".py")
-    if not _VALID.match(base):
+    if _VALID.match(base) and installed(stem):
+        stem = stem[:56] + "_"
+    elif not _VALID.match(base):
         stem = re.sub(r"[^A-Za-z0-9_]", "_", stem)[:56] or "kernel"
         if not (stem[0].isalpha() or stem[0] == "_"):
             stem = "m_" + stem
@@ -153,82 +160,116 @@ def _closure(roots: Sequence[tuple[str, str]], search_path: Sequence[str], skip:
 def dependencies(kernel: str, task: str | None, search_path: Sequence[str] = ()) -> list[str]:
     """Absolute paths of the files one verification of ``kernel`` reads: the kernel, the task and the
     sibling modules they import (for ``nki-agent watch``); unreadable files contribute no imports."""
-    roots: list[tuple[str, str]] = []
     paths = [os.path.abspath(kernel)] + ([os.path.abspath(task)] if task and not _same(task, kernel) else [])
+    out = list(paths)
     for p in paths:
         try:
-            roots.append((p, read_source(p)))
+            root = (p, read_source(p))
         except BundleError:
-            pass
-    mods = _closure(roots, search_path, set(), paths, MAX_MODULES)
-    return paths + [os.path.abspath(p) for _, p, _ in mods]
+            continue
+        for _, m, _ in _closure([root], search_path, set(), paths, MAX_MODULES):
+            if os.path.abspath(m) not in out:
+                out.append(os.path.abspath(m))
+    return out
 
 
 @dataclass
 class Bundle:
-    """The files of one job and where each came from on the client."""
+    """The files of one job and where each came from on the client: ``local`` for the kernel's bundle
+    (the runner's kernel folder), ``task_local`` for the task's (its task folder)."""
 
     kernel: SourceFile
     task: SourceFile | None
     modules: list[SourceFile]
     local: dict[str, str] = field(default_factory=dict)  # sent name -> the client's path (as given)
+    task_modules: list[SourceFile] = field(default_factory=list)
+    task_local: dict[str, str] = field(default_factory=dict)
+
+    def path_map(self) -> PathMap:
+        return PathMap(self.local, self.kernel.name, self.task_local, self.task.name if self.task else None)
 
 
 def bundle(kernel: str, task: str, search_path: Sequence[str] = (), protect: Sequence[str] = ()) -> Bundle:
-    """Read ``kernel`` and ``task`` (``task`` == ``kernel``: one file) and collect their sibling modules.
+    """Read ``kernel`` and ``task`` (``task`` == ``kernel``: one file) and collect each one's sibling modules.
 
-    Raises ``BundleError`` when the kernel or the task cannot be read."""
+    Raises ``BundleError`` when the kernel or the task cannot be read, or when a module of the
+    kernel's bundle shadows a module the task imports or an installed one (the runner refuses those)."""
+    from .layout import shadowing
+
     self_task = _same(kernel, task)
     kernel_text = read_source(kernel)
     task_text = kernel_text if self_task else read_source(task)
-    roots = [(kernel, kernel_text)] + ([] if self_task else [(task, task_text)])
     own = {_stem(kernel)} | (set() if self_task else {_stem(task)})
-    mods = _closure(roots, search_path, own, [kernel, task, *protect], MAX_MODULES)
-    names = {n for n, _, _ in mods}
-    k_name = safe_name(kernel, names)
-    local = {k_name: kernel}
-    t_file = None
+    exclude = [kernel, task, *protect]
+    mods = _closure([(kernel, kernel_text)], search_path, own, exclude, MAX_MODULES)
+    k_name = safe_name(kernel, {n for n, _, _ in mods})
+    local = {k_name: kernel, **{name: path for name, path, _ in mods}}
+    k_files = [SourceFile(name=k_name, text=kernel_text)] + [SourceFile(name=n, text=t) for n, _, t in mods]
+    t_file: SourceFile | None = None
+    t_mods: list[tuple[str, str, str]] = []
+    task_local: dict[str, str] = {}
     if not self_task:
-        t_name = safe_name(task, names | {k_name})
+        t_mods = _closure([(task, task_text)], search_path, own, exclude, MAX_MODULES)
+        t_name = safe_name(task, {n for n, _, _ in t_mods})
         t_file = SourceFile(name=t_name, text=task_text)
-        local[t_name] = task
-    for name, path, _ in mods:
-        local[name] = path
-    return Bundle(SourceFile(name=k_name, text=kernel_text), t_file,
-                  [SourceFile(name=n, text=t) for n, _, t in mods], local)
+        task_local = {t_name: task, **{name: path for name, path, _ in t_mods}}
+    t_files = ([t_file] if t_file else []) + [SourceFile(name=n, text=t) for n, _, t in t_mods]
+    found = shadowing(k_files, t_files)
+    if found is not None:
+        raise BundleError(local[found[0] + ".py"], found[1])
+    return Bundle(k_files[0], t_file, k_files[1:], local, t_files[1:], task_local)
 
 
 class PathMap:
     """The runner's paths of a job's files → the client's paths (``Location.path``, ``kernel``, ``task``).
 
-    The job folder on the runner is the folder of the result's ``kernel`` (whose file name is the
-    kernel's sent name); a path in that folder whose name was sent becomes the client's path. When
-    the folder is unknown, a path whose file name was sent and that is not a file here is mapped."""
+    The runner's kernel folder is the folder of the result's ``kernel`` (whose file name is the
+    kernel's sent name), its task folder the folder of the result's ``task``; a path in one of them
+    whose name was sent in that bundle becomes the client's path. When the folders are unknown, a path
+    whose file name was sent and that is not a file here is mapped (the kernel's bundle first)."""
 
-    def __init__(self, local: dict[str, str], kernel_name: str) -> None:
+    def __init__(self, local: dict[str, str], kernel_name: str, task_local: dict[str, str] | None = None,
+                 task_name: str | None = None) -> None:
         self.local = local
         self.kernel_name = kernel_name
+        self.task_local = task_local or {}
+        self.task_name = task_name
         self.folder: str | None = None
+        self.task_folder: str | None = None
 
     def learn(self, result: JobResult) -> None:
         for p in (result.kernel, result.task):
-            if p and os.path.basename(p) == self.kernel_name:
+            if not p:
+                continue
+            if self.folder is None and os.path.basename(p) == self.kernel_name:
                 self.folder = os.path.dirname(p)
-                return
+            elif self.task_name and os.path.basename(p) == self.task_name:
+                self.task_folder = os.path.dirname(p)
+        if result.task and result.kernel and result.task == result.kernel:
+            self.task_folder = None
+
+    def _folders(self) -> list[tuple[str, dict[str, str]]]:
+        return [(f, m) for f, m in ((self.folder, self.local), (self.task_folder, self.task_local)) if f is not None]
 
     def path(self, p: str) -> str:
-        name = os.path.basename(p)
-        if name not in self.local:
+        name, folder = os.path.basename(p), os.path.dirname(p)
+        known = self._folders()
+        if known:
+            for f, names in known:
+                if folder == f and name in names:
+                    return names[name]
             return p
-        if self.folder is not None:
-            return self.local[name] if os.path.dirname(p) == self.folder else p
-        return p if os.path.exists(p) else self.local[name]
+        for names in (self.local, self.task_local):
+            if name in names:
+                return p if os.path.exists(p) else names[name]
+        return p
 
     def text(self, s: str) -> str:
-        if not s or self.folder is None or self.folder not in s:
-            return s
-        for name, local in self.local.items():
-            s = s.replace(os.path.join(self.folder, name), local)
+        for folder, names in self._folders():
+            if not s or folder not in s:
+                continue
+            for name, local in names.items():
+                s = s.replace(os.path.join(folder, name), local)
         return s
 
     def _location(self, loc: Location | None) -> None:

@@ -3,7 +3,7 @@
 ``toolchain.runner.use(RemoteRunner(url))`` makes every tool (CLI, language server, fix agent) run its
 compile / simulate / verify / profile jobs on a remote runner (``runner/app.py``); callers do not
 change. One job: the kernel, its task and the sibling modules they import are read here
-(``bundle.py``), sent as one ``JobRequest`` to ``POST /v1/jobs``, followed through the job's
+(``bundle.py``), sent as one ``JobRequest`` (with the task's own bundle: ``layout.BundledJobRequest``) to ``POST /v1/jobs``, followed through the job's
 server-sent events (``GET /v1/jobs/{id}/events``; polling ``GET /v1/jobs/{id}`` when the stream is
 unavailable, e.g. behind a buffering proxy) and answered with the job's typed result, whose paths
 are mapped back to the client's own files and whose ``runner`` is the runner's URL. A set ``cancel``
@@ -57,8 +57,9 @@ from ..toolchain.protocol import (
     TaskDescription,
     VerifyResult,
 )
-from .bundle import BundleError, PathMap, bundle
+from .bundle import BundleError, bundle
 from .config import TOKEN_ENV
+from .layout import BundledJobRequest
 
 if TYPE_CHECKING:
     from ..toolchain.runner import Runner
@@ -421,8 +422,9 @@ class RemoteRunner:
         except BundleError as e:
             return failed("sim_bad_input", str(e), e.path)
         try:
-            request = JobRequest(op=op, kernel=b.kernel, task=b.task, modules=b.modules, nonce=uuid.uuid4().hex,
-                                 timeout_s=min(max(timeout, 1.0), MAX_JOB_TIMEOUT_S), **settings)
+            request = BundledJobRequest(op=op, kernel=b.kernel, task=b.task, modules=b.modules,
+                                        task_modules=b.task_modules, nonce=uuid.uuid4().hex,
+                                        timeout_s=min(max(timeout, 1.0), MAX_JOB_TIMEOUT_S), **settings)
         except ValidationError as e:
             err = e.errors()[0]
             where = ".".join(str(x) for x in err.get("loc", ()))
@@ -432,6 +434,10 @@ class RemoteRunner:
             status = self._submit_once(request, cancel)
         except _Cancelled:
             return cancelled()
+        except RunnerError as e:
+            if e.status not in (400, 422):
+                raise
+            return failed("sim_bad_input", f"the runner refused the job: {e.reason}")
         try:
             status = self._follow(status, deadline, cancel)
         except _Cancelled:
@@ -447,7 +453,7 @@ class RemoteRunner:
         result = status.result
         if not isinstance(result, model):
             return failed("sim_worker_crash", f"the runner answered a {result.op} result to a {op} job")
-        PathMap(b.local, b.kernel.name).apply(result)
+        b.path_map().apply(result)
         result.kernel, result.task, result.runner = kernel, task, self.url
         return result
 

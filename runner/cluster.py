@@ -6,7 +6,7 @@ in this process). Each job becomes one Ray task that asks for one NeuronCore (``
 the neuron backend, or any backend with ``pin_cores=True``: Ray then sets ``NEURON_RT_VISIBLE_CORES``
 for the task) or one CPU (the simulator). Files do not travel by path: the task receives the
 ``JobRequest`` JSON and the job id, writes its own private job folder on the node it runs on
-(``jobs.prepare``), builds the backend by name (``service.make_backend``, or ``module:Class`` for a
+(``layout.prepare``: the kernel's and the task's bundles in two subfolders), builds the backend by name (``service.make_backend``, or ``module:Class`` for a
 backend class of its own), runs it on the slot of its core (``node_slot``), removes the folder and
 returns the result as JSON, which ``run`` parses back into the typed result. A task is never
 retried (``max_retries=0``): a job that kills its worker would only kill the next one too.
@@ -61,6 +61,7 @@ from ..toolchain.protocol import (
 from .backends import Backend, PreparedJob, Progress, Slot
 from .config import ConfigError
 from .jobs import prepare
+from .layout import BundledJobRequest
 
 TICK_S = 0.2  # how often the wait loop looks at the job's cancel event
 POLL_S = 10.0  # the longest a progress poll waits inside the hub
@@ -208,7 +209,7 @@ class ProgressHub:
 
 def run_on_node(request_json: str, job_id: str, spec: str, index: int, pinned: bool, hub: Any) -> str:
     """The Ray task: one job in a private folder of the node it runs on; the result as JSON."""
-    request = JobRequest.model_validate_json(request_json)
+    request = BundledJobRequest.model_validate_json(request_json)
     sent: list[Any] = []
 
     def post(message: str) -> None:

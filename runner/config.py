@@ -1,7 +1,10 @@
 """The runner's settings (``nki-agent runner serve`` options), validated once at start-up.
 
 The service refuses to start listening on a non-loopback address without a token, and refuses
-untrusted jobs when the OS jail does not work here unless started with ``unsafe_no_sandbox``.
+untrusted jobs when the OS jail does not work here unless started with ``unsafe_no_sandbox``. The
+fairness settings bound what one token can do to another: ``queue_per_token`` (its unfinished jobs),
+``running_per_token`` (its running jobs) and ``max_timeout_s`` (every job's timeout, so the longest
+slot-turn another token's job waits for).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from dataclasses import dataclass
 TOKEN_ENV = "NKI_AGENT_RUNNER_TOKEN"
 LOOPBACK_NAMES = ("localhost",)
 MAX_BODY_BYTES = 4 * 1024 * 1024  # Kernel Forge's body cap; a batch of 64 kernels fits
+MAX_TIMEOUT_S = 900.0  # JobRequest.timeout_s's own bound
 
 
 class ConfigError(ValueError):
@@ -39,6 +43,8 @@ class RunnerConfig:
     workers: int = 1  # concurrent jobs (the neuron backend: at most one per NeuronCore)
     queue_size: int = 256  # accepted jobs waiting for a slot; more → 503
     queue_per_token: int = 0  # unfinished jobs one token may have (0: a quarter of the queue, at least 8)
+    running_per_token: int = 0  # jobs one token may run at once (0: every slot; the scheduler is fair anyway)
+    max_timeout_s: float = 300.0  # every job's timeout_s is capped here: the longest a slot-turn lasts
     rate_per_minute: int = 600  # submissions per token per minute; more → 429
     max_body_bytes: int = MAX_BODY_BYTES
     state_dir: str = ""  # the SQLite database and job folders; default: a private temp folder
@@ -59,6 +65,10 @@ class RunnerConfig:
                               "(only a loopback address may run unauthenticated)")
         if self.workers < 1 or self.queue_size < 1 or self.rate_per_minute < 1:
             raise ConfigError("workers, queue size and rate limit must be positive")
+        if self.running_per_token < 0 or self.queue_per_token < 0:
+            raise ConfigError("the per-token caps must be 0 (default) or positive")
+        if not 1.0 <= self.max_timeout_s <= MAX_TIMEOUT_S:
+            raise ConfigError(f"max_timeout_s must be between 1 and {MAX_TIMEOUT_S:g} seconds")
         if not self.state_dir:
             self.state_dir = tempfile.mkdtemp(prefix="nki-agent-runner-")
         os.makedirs(self.state_dir, mode=0o700, exist_ok=True)

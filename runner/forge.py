@@ -23,8 +23,10 @@ Compatible
 
 Different, and why
   * Malformed bodies of known ops get 422 with ``ErrorBody`` (Kernel Forge answers 200 with an error in
-    the op's shape), a batch of more than 64 items 422 (there 400), a body that is not a JSON object
-    422. A batch is checked whole before anything runs; its jobs run concurrently on the runner's
+    the op's shape), a batch of more than 64 items 422 (there 400), a body that is JSON but not an
+    object 422. A body that is not JSON (bad syntax or encoding, an integer beyond 4300 digits) or
+    nests lists / objects deeper than ``MAX_DEPTH`` (32) levels gets 400, never a server error: it is
+    parsed off the event loop and its depth measured without recursion. A batch is checked whole before anything runs; its jobs run concurrently on the runner's
     slots (Kernel Forge runs them one after another), and beyond this token's share of the queue
     the next item waits for the batch's oldest job to end.
   * Auth: the runner's bearer token on ``/reward*`` and ``/health/deep`` (Kernel Forge trusts the network).
@@ -61,6 +63,7 @@ Different, and why
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -288,11 +291,47 @@ def _parse_all(items: list[Any], batch: bool) -> list[ForgeRequest | ForgeUnknow
     return out
 
 
-async def _body(request: Request) -> Any:
+MAX_DEPTH = 32  # JSON nesting a Kernel Forge body may have (its deepest: items → item → input_specs → spec → shape)
+
+
+class _Malformed(HTTPError):
+    """A body that is not JSON at all, or nested deeper than ``MAX_DEPTH``: HTTP 400."""
+
+    def __init__(self, msg: str) -> None:
+        super().__init__(400, "malformed request body")
+        self.detail = [{"loc": ["body"], "msg": msg}]
+
+
+def _depth_over(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests lists / objects deeper than ``limit`` (iterative: no recursion to exhaust)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, dict):
+            v = list(v.values())
+        elif not isinstance(v, list):
+            continue
+        if d > limit:
+            return True
+        stack.extend((x, d + 1) for x in v if isinstance(x, (list, dict)))
+    return False
+
+
+def _decode(raw: bytes) -> Any:
     try:
-        return await request.json()
-    except ValueError:
-        raise _invalid([{"loc": (), "msg": "the body is not JSON"}], ()) from None
+        value = json.loads(raw)
+    except RecursionError:
+        raise _Malformed(f"the body nests JSON deeper than {MAX_DEPTH} levels") from None
+    except ValueError:  # JSONDecodeError, UnicodeDecodeError, an integer of more than 4300 digits
+        raise _Malformed("the body is not JSON") from None
+    if _depth_over(value, MAX_DEPTH):
+        raise _Malformed(f"the body nests JSON deeper than {MAX_DEPTH} levels")
+    return value
+
+
+async def _body(request: Request) -> Any:
+    """The JSON of the body (parsed off the event loop: it may be 4 MiB), or HTTP 400."""
+    return await anyio.to_thread.run_sync(_decode, await request.body())
 
 
 def _schema_of(*models: type[BaseModel]) -> dict[str, Any]:
@@ -323,12 +362,17 @@ def _extend_openapi(app: FastAPI) -> None:
 def install(app: FastAPI, ctx: Context) -> None:
     """Add Kernel Forge's routes to the runner's app (``create_app`` calls this)."""
     caller = app.state.caller
-    errors_422: dict[int | str, dict[str, Any]] = {422: {"model": ErrorBody}, 401: {"model": ErrorBody}, 429: {"model": ErrorBody},
-                  503: {"model": ErrorBody}}
+    errors_422: dict[int | str, dict[str, Any]] = {400: {"model": ErrorBody}, 422: {"model": ErrorBody},
+                                                   401: {"model": ErrorBody}, 429: {"model": ErrorBody},
+                                                   503: {"model": ErrorBody}}
 
     @app.exception_handler(_Invalid)
     async def _invalid_body(request: Request, exc: _Invalid) -> JSONResponse:
         return JSONResponse(ErrorBody(error=exc.error, detail=exc.detail).model_dump(mode="json"), status_code=422)
+
+    @app.exception_handler(_Malformed)
+    async def _malformed_body(request: Request, exc: _Malformed) -> JSONResponse:
+        return JSONResponse(ErrorBody(error=exc.error, detail=exc.detail).model_dump(mode="json"), status_code=400)
 
     def nki_version() -> str | None:
         return ctx.manager.backend.info().nki_version

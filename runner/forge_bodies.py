@@ -398,5 +398,6 @@ def parse(item: Any) -> ForgeRequest | ForgeUnknownOp:
     model = REQUESTS.get(op) if isinstance(op, str) else None
     if model is None:
         hint = " (Kernel Forge's skill search is not served by this runner)" if op == "skill" else ""
-        return ForgeUnknownOp(error=f"unknown op: {op}{hint}")
+        shown = op[:64] if isinstance(op, str) else ("None" if op is None else f"({type(op).__name__})")
+        return ForgeUnknownOp(error=f"unknown op: {shown}{hint}")
     return model.model_validate(item)

@@ -1,12 +1,23 @@
-"""The job manager: accepted jobs, a bounded queue, one worker thread per slot, cancel, progress, cache.
+"""The job manager: accepted jobs, a fair queue, one worker thread per slot, cancel, progress, cache.
 
-``submit`` validates nothing about the code (the backend's jail is the boundary); it stores the job
-(durable before its id is returned), answers at once from the cache when the same kernel + task +
-settings ran before on this backend and SDK, else queues it — ``QueueFull`` when the queue is full.
+``submit`` validates nothing about the code (the backend's jail is the boundary) but its layout: a
+kernel bundle that shadows a task import or an installed module is refused (``layout.check``,
+``ShadowError``). It caps the job's ``timeout_s`` at ``max_timeout_s``, stores the job (durable before
+its id is returned), answers at once from the cache when the same kernel + task + settings ran before
+on this backend and SDK, else queues it — ``QueueFull`` when the queue, or the token's share of it,
+is full.
+
+Scheduling is fair across tokens (``Fair``): each token has its own FIFO; a free slot takes the next
+job of the waiting token with the fewest running jobs, ties broken round robin (the token after the
+one served last), and never of a token already running ``running_per_token`` jobs. So one token's
+queue of slow jobs delays another token's job by at most one slot-turn: the next free slot is its
+own, and a slot-turn lasts at most ``max_timeout_s``.
+
 Each worker thread owns one slot (the neuron backend: one NeuronCore) and runs one job at a time
 through the ``Executor`` (the backend itself, or a Ray cluster: ``cluster.py``). A job's files live in
-its own private folder, removed when it ends. Any failure of a job — a crash of its jailed worker,
-a bug in a backend — ends that job (``failed`` with a reason), never the thread or the service.
+its own private folder (the kernel's and the task's bundles in two subfolders: ``layout.py``), removed
+when it ends. Any failure of a job — a crash of its jailed worker, a bug in a backend — ends that job
+(``failed`` with a reason), never the thread or the service.
 """
 
 from __future__ import annotations
@@ -15,7 +26,6 @@ import contextlib
 import hashlib
 import json
 import os
-import queue
 import shutil
 import tempfile
 import threading
@@ -27,10 +37,14 @@ from typing import Protocol
 
 from ..toolchain.protocol import JobRequest, JobResult, JobStatus, ProgressEvent
 from .backends import Backend, PreparedJob, Progress, Slot
+from .layout import BundledJobRequest, check, prepare
+from .fair import Fair
 from .store import Store
 
+__all__ = ["JobManager", "QueueFull", "Refused", "Executor", "cache_key", "prepare"]
+
 MAX_EVENTS = 200  # progress events kept per job
-_STOP = object()
+MAX_TIMEOUT_S = 300.0  # the default cap on a job's timeout_s, so one slot-turn is at most 5 minutes
 
 
 class QueueFull(Exception):
@@ -66,10 +80,12 @@ def cache_key(request: JobRequest, backend: str, sdk: str | None) -> str:
 class JobManager:
     def __init__(self, backend: Backend, store: Store, jobs_dir: str, workers: int = 1, queue_size: int = 256,
                  executor: Executor | None = None, use_cache: bool = True,
-                 accept: Callable[[], str | None] = lambda: None, per_owner: int = 0) -> None:
+                 accept: Callable[[], str | None] = lambda: None, per_owner: int = 0, running_per_token: int = 0,
+                 max_timeout_s: float = MAX_TIMEOUT_S) -> None:
         """``accept()`` returns why jobs are refused now (e.g. no sandbox), or None. ``per_owner`` caps the
         unfinished jobs of one token (0: a quarter of the queue, at least 8), so one client flooding
-        the queue cannot lock the others out."""
+        the queue cannot lock the others out; ``running_per_token`` caps its running jobs (0: the
+        slots); ``max_timeout_s`` caps every job's ``timeout_s`` (the longest slot-turn)."""
         self.backend = backend
         self.store = store
         self.jobs_dir = jobs_dir
@@ -81,8 +97,8 @@ class JobManager:
         self.slots = slots(workers) if callable(slots) else backend.slots(workers)
         self.queue_size = queue_size
         self.per_owner = per_owner or max(8, queue_size // 4)
-        self._queue: queue.Queue[object] = queue.Queue()
-        self._queued = 0
+        self.max_timeout_s = max_timeout_s
+        self._fair = Fair(running_per_token)
         self._live: dict[str, _Live] = {}
         self._cond = threading.Condition()
         self._threads: list[threading.Thread] = []
@@ -97,12 +113,10 @@ class JobManager:
         # no job runs yet: folders left by a runner that was killed hold clients' code; remove them
         for name in os.listdir(self.jobs_dir):
             shutil.rmtree(os.path.join(self.jobs_dir, name), ignore_errors=True)
-        for owner_id in self.store.recover():
-            job_id, owner = owner_id
+        for job_id, owner in self.store.recover():
             with self._cond:
                 self._live[job_id] = _Live(owner)
-                self._queued += 1
-            self._queue.put(job_id)
+                self._fair.push(owner, job_id)
         for slot in self.slots:
             t = threading.Thread(target=self._work, args=(slot,), name=f"runner-slot-{slot.index}", daemon=True)
             t.start()
@@ -116,15 +130,18 @@ class JobManager:
             for live in self._live.values():
                 if not live.done:
                     live.cancel.set()
-        for _ in self._threads:
-            self._queue.put(_STOP)
+            self._cond.notify_all()
         for t in self._threads:
             t.join(timeout)
 
     # ------------------------------------------------------------------ API
 
     def submit(self, request: JobRequest, owner: str) -> JobStatus:
-        request.files()  # distinct names (raises ValueError)
+        request = BundledJobRequest.of(request)
+        check(request)  # distinct names per bundle; no shadowing kernel module (ValueError / ShadowError)
+        capped = request.timeout_s > self.max_timeout_s
+        if capped:
+            request = request.model_copy(update={"timeout_s": self.max_timeout_s})
         reason = self.accept()
         if reason:
             raise Refused(reason)
@@ -138,7 +155,7 @@ class JobManager:
             self.store.finish(job_id, "done", hit, None, cached=True)
             return self._status(job_id)
         with self._cond:
-            if self._queued >= self.queue_size:
+            if len(self._fair) >= self.queue_size:
                 raise QueueFull(f"the queue is full ({self.queue_size} jobs waiting); retry later")
             mine = sum(1 for v in self._live.values() if v.owner == owner and not v.done)
             if mine >= self.per_owner:
@@ -146,9 +163,10 @@ class JobManager:
                                 "retry when some have ended")
             self.store.add(job_id, owner, request, "queued", now)
             self._live[job_id] = _Live(owner)
-            self._queued += 1
-        self._event(job_id, "queued", "accepted")
-        self._queue.put(job_id)
+            self._fair.push(owner, job_id)
+            self._cond.notify_all()
+        self._event(job_id, "queued", "accepted" + (f"; timeout_s capped at this runner's {self.max_timeout_s:g} s"
+                                                    if capped else ""))
         return self._status(job_id)
 
     def get(self, job_id: str, owner: str) -> JobStatus | None:
@@ -171,7 +189,7 @@ class JobManager:
             live = self._live.get(job_id)
             if live is not None and not live.done:
                 live.cancel.set()
-                if status.state == "queued":  # never started: ends now; the worker thread skips it
+                if self._fair.remove(live.owner, job_id):  # never started: ends now
                     self._end(job_id, "cancelled", None, "cancelled by the client")
         return self.get(job_id, owner)
 
@@ -205,8 +223,7 @@ class JobManager:
 
     def load(self) -> dict[str, int]:
         with self._cond:
-            running = sum(1 for v in self._live.values() if not v.done) - self._queued
-        return {"queued": self._queued, "running": max(0, running), "slots": len(self.slots)}
+            return {"queued": len(self._fair), "running": sum(self._fair.running.values()), "slots": len(self.slots)}
 
     # ------------------------------------------------------------------ internals
 
@@ -265,25 +282,34 @@ class JobManager:
             for k in ended[:-1000]:
                 del self._live[k]
 
+    def _take(self) -> tuple[str, str] | None:
+        """The next (owner, job id) for a free slot (``Fair``), waiting for one; None when closing."""
+        with self._cond:
+            while not self._closing.is_set():
+                picked = self._fair.pop()
+                if picked is not None:
+                    return picked
+                self._cond.wait()
+        return None  # queued jobs stay queued in the store: the next start runs them
+
     def _work(self, slot: Slot) -> None:
-        while True:
-            item = self._queue.get()
-            if item is _STOP:
-                return
-            job_id = str(item)
-            with self._cond:
-                self._queued -= 1
-                live = self._live.get(job_id)
-            if self._closing.is_set():  # stays queued in the store: the next start runs it
-                continue
-            if live is None or live.done or live.cancel.is_set():
-                if live is not None and not live.done:
-                    self._end(job_id, "cancelled", None, "cancelled by the client")
-                continue
+        while (picked := self._take()) is not None:
+            owner, job_id = picked
             try:
-                self._run_one(job_id, live, slot)
-            except BaseException as e:  # noqa: BLE001 - a job's failure never ends the slot
-                self._end(job_id, "failed", None, f"internal error of the runner: {type(e).__name__}: {e}")
+                with self._cond:
+                    live = self._live.get(job_id)
+                if live is None or live.done or live.cancel.is_set():
+                    if live is not None and not live.done:
+                        self._end(job_id, "cancelled", None, "cancelled by the client")
+                    continue
+                try:
+                    self._run_one(job_id, live, slot)
+                except BaseException as e:  # noqa: BLE001 - a job's failure never ends the slot
+                    self._end(job_id, "failed", None, f"internal error of the runner: {type(e).__name__}: {e}")
+            finally:
+                with self._cond:
+                    self._fair.done(owner)
+                    self._cond.notify_all()
 
     def _run_one(self, job_id: str, live: _Live, slot: Slot) -> None:
         request = self.store.request(job_id)
@@ -315,13 +341,3 @@ def _infrastructure_failure(result: JobResult) -> bool:
     (the machine, not the code)."""
     return any(p.code in ("sim_worker_crash", "sim_timeout", "sim_cancelled", "runner_sdk_missing",
                           "runner_device_unavailable", "runner_device_error") for p in result.problems)
-
-
-def prepare(job_id: str, request: JobRequest, folder: str) -> PreparedJob:
-    """Write the job's files into its private folder."""
-    for f in request.files():
-        with open(os.path.join(folder, f.name), "w", encoding="utf-8", errors="surrogatepass") as fh:
-            fh.write(f.text)
-    kernel = os.path.join(folder, request.kernel.name)
-    task = os.path.join(folder, request.task.name) if request.task else kernel
-    return PreparedJob(job_id, request, folder, kernel, task)

@@ -70,7 +70,8 @@ def build(config: RunnerConfig, backend: Backend | None = None, executor: Execut
     store = Store(config.db_path)
     manager = JobManager(backend, store, config.jobs_dir, workers=config.workers, queue_size=config.queue_size,
                          executor=executor, use_cache=config.cache, accept=lambda: refusal(config),
-                         per_owner=config.queue_per_token)
+                         per_owner=config.queue_per_token, running_per_token=config.running_per_token,
+                         max_timeout_s=config.max_timeout_s)
     ctx = Context(config, manager, auth.RateLimiter(config.rate_per_minute), cluster_name)
     app = create_app(ctx)
     manager.start()

@@ -16,6 +16,7 @@ import time
 from pydantic import TypeAdapter
 
 from ..toolchain.protocol import JobRequest, JobResult, JobStatus
+from .layout import BundledJobRequest
 
 _RESULT: TypeAdapter[JobResult] = TypeAdapter(JobResult)  # type: ignore[arg-type]
 
@@ -81,7 +82,7 @@ class Store:
     def request(self, job_id: str) -> JobRequest | None:
         with self._lock:
             row = self._db.execute("SELECT request FROM jobs WHERE id=?", (job_id,)).fetchone()
-        return JobRequest.model_validate_json(row[0]) if row else None
+        return BundledJobRequest.model_validate_json(row[0]) if row else None
 
     def recover(self) -> list[tuple[str, str]]:
         """After a restart: fail what was running, return (id, owner) of what was queued, oldest first."""

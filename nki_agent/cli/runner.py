@@ -26,6 +26,10 @@ def serve(
     queue_size: int = typer.Option(256, "--queue-size", min=1, help="Accepted jobs that may wait (more: 503)."),
     queue_per_token: int = typer.Option(0, "--queue-per-token", min=0, help="Unfinished jobs one token may "
                                         "have (0: a quarter of the queue, at least 8)."),
+    running_per_token: int = typer.Option(0, "--running-per-token", min=0, help="Jobs one token may run at "
+                                          "once (0: every slot; free slots go round robin to waiting tokens)."),
+    max_timeout: float = typer.Option(300.0, "--max-timeout", min=1.0, max=900.0, help="Cap on every job's "
+                                      "timeout_s in seconds: the longest one token's job holds a slot."),
     rate: int = typer.Option(600, "--rate", min=1, help="Submissions per token per minute (more: 429)."),
     state_dir: str | None = typer.Option(None, "--state-dir", help="Folder of the job database and job "
                                             "files (default: a new private temp folder)."),
@@ -43,7 +47,8 @@ def serve(
 
     config = RunnerConfig(backend=backend, host=host, port=port, token=token or os.environ.get(TOKEN_ENV),
                           tokens_file=tokens_file, workers=workers, queue_size=queue_size,
-                          queue_per_token=queue_per_token, rate_per_minute=rate, state_dir=state_dir or "",
+                          queue_per_token=queue_per_token, running_per_token=running_per_token,
+                          max_timeout_s=max_timeout, rate_per_minute=rate, state_dir=state_dir or "",
                           unsafe_no_sandbox=unsafe_no_sandbox, cluster=cluster, cache=not no_cache)
     try:
         config.validate()

@@ -10,6 +10,7 @@ task's unseen shapes (``sweep.py``). Slots are plain worker slots.
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from typing import Any
 
@@ -61,6 +62,8 @@ class SimulatorBackend:
         if r.sweep and isinstance(result, VerifyResult):  # ProfileResult too
             check = functools.partial(LOCAL.verify, target=r.target, kernel_name=r.kernel_name, timeout=r.timeout_s,
                                       cancel=cancel)
-            result = sweep(result, job.folder, job.kernel_path, job.task_path, check, r.timeout_s, cancel, LOCAL)
+            # the generated case modules sit next to the task: the reference role imports from the task's folder
+            result = sweep(result, os.path.dirname(job.task_path), job.kernel_path, job.task_path, check, r.timeout_s,
+                           cancel, LOCAL)
         result.backend = self.name
         return result

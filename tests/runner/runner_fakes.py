@@ -1,7 +1,9 @@
 """Test helpers for the runner service: a backend that holds jobs until released, and an in-process runner.
 
 ``GateBackend`` stands in for the embedded toolchain where a test needs jobs to stay queued or
-running (queue limits, cancel, restart); every other runner test uses the real simulator backend.
+running (queue limits, cancel, restart); ``StepBackend`` where a test releases jobs one by one and
+reads the order they started in (fair scheduling); every other runner test uses the real simulator
+backend.
 """
 
 from __future__ import annotations
@@ -49,6 +51,62 @@ class GateBackend:
             return VerifyResult(problems=[ProblemInfo(code="sim_cancelled", message="cancelled")])
         return VerifyResult(kernel=job.kernel_path, correct=True, compiled=True, stage="correct",
                             stderr=job.request.nonce or "")
+
+
+class StepBackend:
+    """Each job runs until the test releases it by nonce (or cancels it); ``log`` holds ("start" | "end",
+    nonce, the job's timeout_s) in the order they happened. Waits are on a condition, never sleeps."""
+
+    name = "simulator"
+
+    def __init__(self) -> None:
+        self.log: list[tuple[str, str, float]] = []
+        self._cond = threading.Condition()
+        self._released: set[str] = set()
+        self._all = False
+
+    def info(self) -> BackendInfo:
+        return BackendInfo(name=self.name, sdk_version="step-1", sandbox="bwrap")
+
+    def slots(self, workers: int) -> list[Slot]:
+        return [Slot(i) for i in range(workers)]
+
+    def run(self, job: PreparedJob, slot: Slot, cancel: threading.Event, progress: Progress) -> JobResult:
+        nonce = job.request.nonce or job.id
+        with self._cond:
+            self.log.append(("start", nonce, job.request.timeout_s))
+            self._cond.notify_all()
+            while not (self._all or nonce in self._released or cancel.is_set()):
+                self._cond.wait(0.1)  # the cancel event has no condition of its own
+            self.log.append(("end", nonce, job.request.timeout_s))
+            self._cond.notify_all()
+        return VerifyResult(kernel=job.kernel_path, correct=True, compiled=True, stage="correct", stderr=nonce)
+
+    def release(self, *nonces: str) -> None:
+        with self._cond:
+            self._released.update(nonces)
+            self._cond.notify_all()
+
+    def release_all(self) -> None:
+        with self._cond:
+            self._all = True
+            self._cond.notify_all()
+
+    @property
+    def gate(self) -> StepBackend:  # ``running`` sets ``backend.gate`` at the end: release everything
+        return self
+
+    def set(self) -> None:
+        self.release_all()
+
+    def started(self) -> list[str]:
+        with self._cond:
+            return [n for kind, n, _ in self.log if kind == "start"]
+
+    def wait_started(self, n: int, timeout: float = 60.0) -> bool:
+        """Whether ``n`` jobs have started within ``timeout`` seconds (a safety net, not a measurement)."""
+        with self._cond:
+            return self._cond.wait_for(lambda: sum(1 for e in self.log if e[0] == "start") >= n, timeout)
 
 
 def request(nonce: str | None = None, op: str = "verify", kernel: str = KERNEL, **extra: Any) -> dict[str, Any]:

@@ -15,9 +15,10 @@ def test_kernel_task_and_the_transitive_sibling_modules(tmp_path: Path) -> None:
     b = bundle(str(kernel), str(task))
     assert b.kernel.name == "kernel.py" and b.task is not None and b.task.name == "task.py"
     assert [m.name for m in b.modules] == ["tile_helpers.py", "tile_ops.py"]  # tile_ops via tile_helpers
-    assert b.local == {"kernel.py": str(kernel), "task.py": str(task),
+    assert b.local == {"kernel.py": str(kernel),
                        "tile_helpers.py": str(tmp_path / "proj" / "tile_helpers.py"),
                        "tile_ops.py": str(tmp_path / "proj" / "tile_ops.py")}
+    assert b.task_modules == [] and b.task_local == {"task.py": str(task)}  # the task imports no sibling
 
 
 def test_a_kernel_that_is_its_own_task_is_sent_once(tmp_path: Path) -> None:
@@ -63,8 +64,9 @@ def test_a_safe_name_avoids_the_other_files(tmp_path: Path) -> None:
     other.parent.mkdir()
     other.write_text((tmp_path / "a" / "task.py").read_text().replace("tile_add", "x"))
     b = bundle(str(other), str(task))
-    assert b.task is not None and b.kernel.name != b.task.name
+    assert b.task is not None and b.kernel.name == b.task.name == "task.py"  # two folders on the runner
     assert safe_name("/x/tile_ops.py", {"tile_ops.py"}) == "tile_ops_1.py"
+    assert safe_name("/x/profile.py") == "profile_.py"  # an installed module's name is never taken
 
 
 def test_unreadable_kernels_are_bundle_errors(tmp_path: Path) -> None:
@@ -96,8 +98,57 @@ def test_path_map_brings_the_runners_paths_home() -> None:
                                              location=Location(path=f"{job}/helpers.py", line=3)),
                                  ProblemInfo(code="x", message="", location=Location(path="/etc/other/task.py", line=1))])
     local = {"my_kernel.py": "src/my-kernel.py", "task.py": "src/task.py", "helpers.py": "src/helpers.py"}
-    PathMap(local, "my_kernel.py").apply(res)
+    PathMap(local, "my_kernel.py").apply(res)  # one folder: a client of the flat layout
     assert (res.kernel, res.task) == ("src/my-kernel.py", "src/task.py")
     assert res.problems[0].location == Location(path="src/helpers.py", line=3)
     assert res.problems[0].message == "in src/helpers.py" and res.stderr == "File src/helpers.py, line 3"
     assert res.problems[1].location is not None and res.problems[1].location.path == "/etc/other/task.py"
+
+
+def test_path_map_knows_the_kernel_folder_from_the_task_folder() -> None:
+    job = "/srv/runner/jobs/job-1234"
+    res = VerifyResult(kernel=f"{job}/kernel/kernel.py", task=f"{job}/task/task.py",
+                       stderr=f"File {job}/task/helper.py, line 2 / File {job}/kernel/helper.py, line 5",
+                       problems=[ProblemInfo(code="x", message="", location=Location(path=f"{job}/task/helper.py", line=2)),
+                                 ProblemInfo(code="y", message="", location=Location(path=f"{job}/kernel/helper.py",
+                                                                                    line=5))])
+    PathMap({"kernel.py": "k/kernel.py", "helper.py": "k/helper.py"}, "kernel.py",
+            {"task.py": "t/task.py", "helper.py": "t/helper.py"}, "task.py").apply(res)
+    assert (res.kernel, res.task) == ("k/kernel.py", "t/task.py")
+    assert [p.location.path for p in res.problems if p.location] == ["t/helper.py", "k/helper.py"]
+    assert res.stderr == "File t/helper.py, line 2 / File k/helper.py, line 5"
+
+
+def _two_folders(tmp_path: Path, kernel_helper: str, task_helper: str) -> tuple[Path, Path]:
+    (tmp_path / "k").mkdir()
+    (tmp_path / "t").mkdir()
+    (tmp_path / "k" / "helper.py").write_text(kernel_helper)
+    (tmp_path / "t" / "helper.py").write_text(task_helper)
+    kernel = tmp_path / "k" / "kernel.py"
+    kernel.write_text("import helper\n")
+    task = tmp_path / "t" / "task.py"
+    task.write_text("import numpy as np\nfrom helper import SCALE\n")
+    return kernel, task
+
+
+def test_the_tasks_modules_are_its_own_bundle(tmp_path: Path) -> None:
+    kernel, task = _two_folders(tmp_path, "SCALE = 2\n", "SCALE = 2\n")  # the same helper: allowed
+    b = bundle(str(kernel), str(task))
+    assert [m.name for m in b.modules] == ["helper.py"] and [m.name for m in b.task_modules] == ["helper.py"]
+    assert b.local["helper.py"] == str(tmp_path / "k" / "helper.py")
+    assert b.task_local["helper.py"] == str(tmp_path / "t" / "helper.py")
+
+
+def test_a_kernel_module_shadowing_a_task_import_is_refused_before_sending(tmp_path: Path) -> None:
+    kernel, task = _two_folders(tmp_path, "SCALE = 1\n", "SCALE = 2\n")
+    with pytest.raises(BundleError, match="helper.py shadows the module 'helper' the task imports") as e:
+        bundle(str(kernel), str(task))
+    assert e.value.path == str(tmp_path / "k" / "helper.py")
+
+
+def test_a_kernel_module_shadowing_an_installed_module_is_refused_before_sending(tmp_path: Path) -> None:
+    (tmp_path / "numpy.py").write_text("def allclose(*a, **k):\n    return True\n")
+    kernel = tmp_path / "kernel.py"
+    kernel.write_text("import numpy\n")
+    with pytest.raises(BundleError, match="numpy.py shadows the installed module 'numpy'"):
+        bundle(str(kernel), str(kernel))

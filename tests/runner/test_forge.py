@@ -433,8 +433,11 @@ def test_unknown_op_is_200_with_error_and_malformed_known_op_is_422(http):
         resp = http.post("/reward", json=dict(body("agent_profile.json"), **change))
         assert resp.status_code == 422, (change, resp.text)
         assert resp.json()["error"] == "invalid request"
-    for raw in (b"not json", b"[1, 2]"):
-        assert http.post("/reward", content=raw, headers={"content-type": "application/json"}).status_code == 422
+    assert http.post("/reward", content=b"[1, 2]", headers={"content-type": "application/json"}).status_code == 422
+    for raw in (b"not json", b"", b'{"op": "verify"', b'{"op": "\xff"}', b'{"n": ' + b"9" * 5000 + b"}"):
+        resp = http.post("/reward", content=raw, headers={"content-type": "application/json"})
+        assert resp.status_code == 400, (raw[:40], resp.text)
+        assert resp.json()["detail"][0]["msg"] == "the body is not JSON"
 
 
 def test_auth_matrix(runner_factory):

@@ -37,7 +37,7 @@ def test_schema_is_generated_from_the_models(tmp_path):
                   "/v1/verify"):
         assert route in paths, route
     body = paths["/v1/jobs"]["post"]["requestBody"]["content"]["application/json"]["schema"]
-    assert body["$ref"].endswith("/JobRequest")
+    assert body["$ref"].endswith("/BundledJobRequest")  # JobRequest + the task's own bundle (task_modules)
     assert _response_schema(spec, "/v1/jobs", "post", "202") == "JobStatus"
     assert _response_schema(spec, "/v1/capabilities", "get", "200") == "Capabilities"
     for model in ("VerifyResult", "ProfileResult", "SimulateResult", "CompileResult", "BaselineResult", "Latency",
@@ -187,7 +187,9 @@ def test_oversized_bodies_are_refused(tmp_path):
     b"not json", b"{}", b'{"op": "rm -rf", "kernel": {"name": "k.py", "text": ""}}',
     b'{"op": "verify", "kernel": {"name": "../../etc/passwd.py", "text": ""}}',
     b'{"op": "verify", "kernel": {"name": "k.py", "text": ""}, "seeds": 10000}',
-    b'{"op": "verify", "kernel": {"name": "k.py", "text": ""}, "task": {"name": "k.py", "text": ""}}',
+    b'{"op": "verify", "kernel": {"name": "k.py", "text": ""}, "modules": [{"name": "k.py", "text": ""}]}',
+    b'{"op": "verify", "kernel": {"name": "k.py", "text": ""}, "task_modules": [{"name": "m.py", "text": ""}]}',
+    b'{"op": "verify", "kernel": {"name": "k.py", "text": ""}, "modules": [{"name": "numpy.py", "text": ""}]}',
     b'{"op": "verify", "kernel": {"name": "k.py", "text": ""}, "surprise": 1}',
     b'[1, 2, 3]', b'{"op": "verify", "kernel": {"name": "k.py", "text": 5}}',
 ])

@@ -18,7 +18,7 @@ class Fair:
         self.cap = cap
         self._queues: dict[str, deque[str]] = {}  # owner -> queued job ids, oldest first
         self._ring: list[str] = []  # owners in the order they first queued a job (the round robin)
-        self._next = 0  # ring position the next tie starts from
+        self._last: str | None = None  # the owner served last: ties go to the next one in the ring
         self.running: Counter[str] = Counter()
         self._size = 0
 
@@ -49,8 +49,9 @@ class Fair:
         """(owner, job id) of the job the next free slot runs (now counted as running), or None."""
         best: tuple[int, int, str] | None = None
         n = len(self._ring)
+        start = self._ring.index(self._last) + 1 if self._last in self._queues else 0
         for k in range(n):
-            owner = self._ring[(self._next + k) % n]
+            owner = self._ring[(start + k) % n]
             if not self._queues[owner] or (self.cap and self.running[owner] >= self.cap):
                 continue
             key = (self.running[owner], k, owner)
@@ -62,7 +63,7 @@ class Fair:
         job_id = self._queues[owner].popleft()
         self._size -= 1
         self.running[owner] += 1
-        self._next = (self._ring.index(owner) + 1) % n
+        self._last = owner
         self._forget_idle()
         return owner, job_id
 
@@ -80,9 +81,7 @@ class Fair:
         keep = [o for o in self._ring if self._queues[o] or self.running[o]]
         if len(keep) == len(self._ring):
             return
-        nxt = self._ring[self._next % len(self._ring)]
         for o in self._ring:
             if o not in keep:
                 del self._queues[o]
         self._ring = keep
-        self._next = keep.index(nxt) if nxt in keep else 0

@@ -133,9 +133,10 @@ def _read_at(folder, name):
 
 def other_jobs():
     here = os.path.dirname(SETTINGS["file"])
-    roots = [os.path.dirname(here)]  # the jobs folder: every other job's folder
+    # the jobs folder: every other job's folder (the kernel's file is in <job>/kernel/, its job in jobs/)
+    roots = [os.path.dirname(here), os.path.dirname(os.path.dirname(here))]
     d = here
-    for _ in range(3):  # the state folder: the first ancestor holding a database
+    for _ in range(4):  # the state folder: the first ancestor holding a database
         d = os.path.dirname(d)
         try:
             if any(n.endswith(".sqlite3") for n in os.listdir(d)):

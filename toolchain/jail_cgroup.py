@@ -118,10 +118,10 @@ def _v2(parent: str) -> str:
         return f"the memory and pids controllers are not available in {parent} (it has: {' '.join(sorted(have)) or 'none'})"
     enabled = set(_read(os.path.join(parent, "cgroup.subtree_control")).split())
     want = {"memory", "pids"} | ({"cpu"} & have)
-    if not want <= enabled and not _write(os.path.join(parent, "cgroup.subtree_control"),
-                                          " ".join(f"+{c}" for c in sorted(want - enabled))):
-        if not {"memory", "pids"} <= set(_read(os.path.join(parent, "cgroup.subtree_control")).split()):
-            return f"cannot enable memory and pids for children of {parent} (a cgroup with processes, or not delegated)"
+    if not want <= enabled:
+        _write(os.path.join(parent, "cgroup.subtree_control"), " ".join(f"+{c}" for c in sorted(want - enabled)))
+    if not {"memory", "pids"} <= set(_read(os.path.join(parent, "cgroup.subtree_control")).split()):
+        return f"cannot enable memory and pids for children of {parent} (a cgroup with processes, or not delegated)"
     if not _can_create(parent):
         return f"cannot create a cgroup under {parent}"
     return ""

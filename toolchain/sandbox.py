@@ -16,7 +16,7 @@ own control group: ``memory.max`` is the job's memory budget (address space + ev
 removed when the job ends and ``Reply.limits`` says what it measured. Elsewhere the request's
 ``limits`` tell the worker to apply its fallback (``RLIMIT_NPROC`` and a thread cap, ``worker.py``).
 
-What a jail sees of the user's files: for kernel code (``op`` ``kernel`` and ``simulate``, or
+What a jail sees of the user's files: for kernel code (``op`` ``kernel``, ``trace`` and ``simulate``, or
 ``Job.imports_only``) only the entry files and the modules they import (``jail_imports``) — never the
 rest of their folders (``.git``, backups, ``.env``); for other ops (the task's reference role,
 ``describe``, task-less runs) the folders of the request's files and its search path.

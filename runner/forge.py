@@ -136,7 +136,7 @@ class _Folder:
     def text(self, s: str) -> str:
         if self.folder:
             s = s.replace(self.folder + os.sep, "")
-        return re.sub(r"/\S*/job-[0-9a-f]{8}-[^/\s]*/", "", s)
+        return re.sub(r"/\S*/job-[0-9a-f]{8}-[^/\s]*/(?:(?:kernel|task)/)?", "", s)  # layout.py's two folders
 
     def problem(self, p: ProblemInfo) -> str:
         where, message = "", self.text(p.message)

@@ -2,7 +2,7 @@
 
 ``submit`` validates nothing about the code (the backend's jail is the boundary) but its layout: a
 kernel bundle that shadows a task import or an installed module is refused (``layout.check``,
-``ShadowError``). It caps the job's ``timeout_s`` at ``max_timeout_s``, stores the job (durable before
+``ShadowError``). It caps the job's ``timeout_s`` (and a profile's ``time_budget_s``) at ``max_timeout_s``, stores the job (durable before
 its id is returned), answers at once from the cache when the same kernel + task + settings ran before
 on this backend and SDK, else queues it — ``QueueFull`` when the queue, or the token's share of it,
 is full.
@@ -139,9 +139,10 @@ class JobManager:
     def submit(self, request: JobRequest, owner: str) -> JobStatus:
         request = BundledJobRequest.of(request)
         check(request)  # distinct names per bundle; no shadowing kernel module (ValueError / ShadowError)
-        capped = request.timeout_s > self.max_timeout_s
-        if capped:
-            request = request.model_copy(update={"timeout_s": self.max_timeout_s})
+        capped = max(request.timeout_s, request.time_budget_s) > self.max_timeout_s
+        if capped:  # a profile's timing budget too: both bound how long the job holds its slot
+            request = request.model_copy(update={"timeout_s": min(request.timeout_s, self.max_timeout_s),
+                                                 "time_budget_s": min(request.time_budget_s, self.max_timeout_s)})
         reason = self.accept()
         if reason:
             raise Refused(reason)
@@ -165,8 +166,8 @@ class JobManager:
             self._live[job_id] = _Live(owner)
             self._fair.push(owner, job_id)
             self._cond.notify_all()
-        self._event(job_id, "queued", "accepted" + (f"; timeout_s capped at this runner's {self.max_timeout_s:g} s"
-                                                    if capped else ""))
+        self._event(job_id, "queued", "accepted" + (f"; timeout_s / time_budget_s capped at this runner's "
+                                                    f"{self.max_timeout_s:g} s" if capped else ""))
         return self._status(job_id)
 
     def get(self, job_id: str, owner: str) -> JobStatus | None:

@@ -61,6 +61,7 @@ class StepBackend:
 
     def __init__(self) -> None:
         self.log: list[tuple[str, str, float]] = []
+        self.requests: list[Any] = []  # each started job's request, in the order they started
         self._cond = threading.Condition()
         self._released: set[str] = set()
         self._all = False
@@ -75,6 +76,7 @@ class StepBackend:
         nonce = job.request.nonce or job.id
         with self._cond:
             self.log.append(("start", nonce, job.request.timeout_s))
+            self.requests.append(job.request)
             self._cond.notify_all()
             while not (self._all or nonce in self._released or cancel.is_set()):
                 self._cond.wait(0.1)  # the cancel event has no condition of its own

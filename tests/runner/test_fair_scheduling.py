@@ -104,10 +104,11 @@ def test_a_tokens_timeout_is_capped(tmp_path: Path) -> None:
         assert caps["limits"]["max_timeout_s"] == 30.0
         done = client.post("/v1/jobs?wait=60", json=request("long", timeout_s=900)).json()
         assert done["state"] == "done"
-        assert any("timeout_s capped at this runner's 30 s" in e["message"] for e in done["events"])
+        assert any("capped at this runner's 30 s" in e["message"] for e in done["events"])
         short = client.post("/v1/jobs?wait=60", json=request("short", timeout_s=10)).json()
         assert all("capped" not in e["message"] for e in short["events"])
     assert [t for kind, _, t in step.log if kind == "start"] == [30.0, 10.0]
+    assert [r.time_budget_s for r in step.requests] == [30.0, 30.0]  # the default 30 s budget is under the cap
 
 
 @pytest.mark.parametrize("setting", [{"max_timeout_s": 0.5}, {"max_timeout_s": 901}, {"running_per_token": -1}])

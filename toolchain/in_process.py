@@ -65,6 +65,7 @@ def verify(kernel_path: str, task_path: str, seeds: int, target: str | None, ker
 
     try:
         result = v.run_cases(dispatch, task, kernel_path, cases(), judge, target, time_limit)  # type: ignore[arg-type]
+        result.generation = dispatch.generation
     except NkiError as e:
         result.problems.append(Problem.from_error(e))
     except Exception as e:  # noqa: BLE001 - errors in the task's own code (inputs, reference) are task errors

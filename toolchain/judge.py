@@ -47,11 +47,14 @@ def _same_bytes(a: np.ndarray | None, b: np.ndarray | None) -> bool:
 def verify(kernel: str, task: str, seeds: int, target: str | None, kernel_name: str | None, timeout: float,
            cancel: threading.Event | None, search_path: Sequence[str] = (), protect: Sequence[str] = (),
            hidden_seeds: int = 0, kernel_extra: Mapping[str, Any] | None = None, devices: Sequence[str] = (),
-           env: Mapping[str, str] | None = None) -> protocol.VerifyResult:
+           env: Mapping[str, str] | None = None, traced: bool = True) -> protocol.VerifyResult:
     """Verify ``kernel`` on seeds ``0..seeds-1`` plus ``hidden_seeds`` secret ones, judged in this process.
 
     ``kernel_extra`` is merged into the kernel worker's request; ``devices`` / ``env`` go to its
-    ``sandbox.Job`` when the sandbox has such fields (a device backend's NeuronCore)."""
+    ``sandbox.Job`` when the sandbox has such fields (a device backend's NeuronCore). On the simulator the
+    kernel is traced in its jail and the program executed in a clean one (``_verify_traced``); ``traced=False``
+    runs the kernel on each seed in its own process instead (a device role always does: the device computes;
+    benchmarks compare the two)."""
     import os
 
     from .results import draw_hidden, verify_result
@@ -66,7 +69,7 @@ def verify(kernel: str, task: str, seeds: int, target: str | None, kernel_name: 
     from .cost.calibration import request_field
 
     ker_req = dict(request_field(), **(kernel_extra or {}))
-    if ker_req.get("role") != "device":  # on the simulator: traced in the kernel's jail, executed in a clean one
+    if traced and ker_req.get("role") != "device":  # on the simulator: traced in the kernel's jail, executed in a clean one
         return _verify_traced(kernel, task, seed_list, seeds, target, kernel_name, timeout, cancel, sp, hidden,
                               ker_req, base)
     ker_req = dict(ker_req, op="kernel", kernel=kernel, task=task, target=target, kernel_name=kernel_name,

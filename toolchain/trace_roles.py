@@ -79,17 +79,32 @@ def traced(kernel: Any, task: Any, arrays: list[np.ndarray], n_inputs: int, targ
     return ProgramKernel(unpack(pack(program)))
 
 
+def _preload_torch(kernel_path: str) -> None:
+    """Import torch before the tripwire is armed when the kernel file mentions it (it loads native code); the
+    cost model is not needed here: it runs in the executor."""
+    try:
+        with open(kernel_path, encoding="utf-8", errors="replace") as f:
+            text = f.read(1 << 20)
+    except OSError:
+        return
+    if "torch" in text:
+        try:
+            import torch  # noqa: F401
+        except Exception:  # noqa: BLE001 - not installed: the kernel's own import will say so
+            pass
+
+
 def trace_role(req: dict[str, Any], next_frame: Frames, emit: Emit) -> tuple[dict[str, Any], list[np.ndarray | None]]:
     """Load the kernel (tripwires as in ``roles.kernel_role``), then one ``program`` frame per ``spec`` frame."""
     from . import guard
-    from .roles import _changed, _fingerprint, _preload, _refuse_tampering, _task_settings
+    from .roles import _changed, _fingerprint, _refuse_tampering, _task_settings
     from .sim.program import ProgramError, pack
     from .tasks import find_kernel, load_module, search_path
 
     kernel_path = req["kernel"]
     problems: list[Problem] = []
     traced = 0
-    _preload(kernel_path)
+    _preload_torch(kernel_path)
     guard.install(req.get("scratch_dir") or "/job/out", [])
     before = _fingerprint()
     try:

@@ -134,7 +134,7 @@ def test_a_malformed_kernel_role_reply_is_a_worker_crash(monkeypatch: pytest.Mon
 
     def corrupt(self: sandbox.Worker) -> sandbox.Reply:
         reply = real(self)
-        if self.job.request.get("op") == "kernel" and isinstance(reply.body.get("result"), dict):
+        if self.job.request.get("op") == "execute" and isinstance(reply.body.get("result"), dict):
             reply.body["result"]["trace"] = [{"line": "not a line", "shape": "round"}]
         return reply
 
@@ -147,12 +147,12 @@ def test_a_malformed_kernel_role_reply_is_a_worker_crash(monkeypatch: pytest.Mon
 @pytest.mark.usefixtures("pinned_hidden_seed")
 @pytest.mark.parametrize("isolate", [True, False], ids=["jailed", "in-process"])
 def test_hidden_seeds_are_never_revealed(isolate: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    sent: list[dict[str, Any]] = []
+    sent: list[dict[str, Any]] = []  # to the kernel's process (the tracer) and to the executor
     real = sandbox.Worker.send
 
     def spy(self: sandbox.Worker, header: dict[str, Any], arrays: Any = ()) -> None:
-        if self.job.request.get("op") == "kernel":
-            sent.append(dict(header))
+        if self.job.request.get("op") in ("trace", "execute"):
+            sent.append(dict(header, to=self.job.request.get("op")))
         real(self, header, arrays)
 
     monkeypatch.setattr(sandbox.Worker, "send", spy)
@@ -166,6 +166,7 @@ def test_hidden_seeds_are_never_revealed(isolate: bool, monkeypatch: pytest.Monk
     assert not re.search(rf"\b{HIDDEN}\b", json.dumps(sent)), "the kernel's process was told the hidden seed"
     if isolate:
         assert [h["seed"] for h in sent if h.get("kind") == "seed"] == [0, 1, 2]  # positions, not values
+        assert all(h["to"] == "execute" for h in sent if h.get("kind") == "seed")  # the kernel's process: none
 
 
 @pytest.mark.usefixtures("pinned_hidden_seed")

@@ -13,12 +13,15 @@ verdict the file cannot touch needs a task (``nki-agent verify``)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # no pydantic at import time (the worker imports this package)
+    from ..protocol import SimulateResult
 
 SELF_REPORTED = "self-reported by the file"
 
 
-def claim(res: Any, main_checks: bool = True) -> str:
+def claim(res: SimulateResult, main_checks: bool = True) -> str:
     """The claim of ``res`` (a task-less ``SimulateResult`` that ran with no error): "its checks pass —
     self-reported by the file", "the test's worker reported a pass — self-reported by the file (the test
     imports it)", ...; "" for any other ``via``. ``main_checks``: whether the driver checks anything itself."""

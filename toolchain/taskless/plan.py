@@ -1,9 +1,9 @@
 """The parent side of a task-less run: what the buffer offers (``read_facts`` -> ``Facts``), the ways to run it in
 order (``plans``: ``main``, ``test``, ``shapes``), the worker request of one (``request``) and ``simulate``, which
 tries them until one launches a kernel of the file. Pure planning: it reads the buffer and the workspace's test
-files, never executes them (``run_one``, the caller's, sends each request to a worker: the jailed one, ``api.simulate_taskless``,
-starts a fresh one per plan, so a test never runs in the process of the file's ``__main__`` driver). What ran is the parent's word (``stamp``),
-never the worker's."""
+files, never executes them (``run_one``, the caller's, sends each request to a worker: the jailed one of
+``api.simulate_taskless`` starts a fresh one per plan, so a test never runs in the process of the file's
+``__main__`` driver). What ran is the parent's word (``stamp``), never the worker's."""
 
 from __future__ import annotations
 

@@ -111,20 +111,22 @@ def installed(name: str) -> bool:
 
 def shadowing(kernel_files: Sequence[SourceFile], task_files: Sequence[SourceFile]) -> tuple[str, str] | None:
     """(module, why) of the first file of the kernel's bundle that shadows a task import or an
-    installed module, or None. ``task_files`` is the task's bundle (empty: the kernel is its own task)."""
+    installed module, or None. ``kernel_files`` starts with the kernel file; ``task_files`` is the task's
+    bundle (empty: the kernel is its own task)."""
     task_text = {f.name: f.text for f in task_files}
     task_imports: set[str] = set()
     for f in task_files:
         task_imports.update(imported_names(f.text))
-    for f in kernel_files:
+    for i, f in enumerate(kernel_files):
         name = _stem(f.name)
+        what = "kernel file" if i == 0 else "kernel's module"
         if name in task_imports and task_text.get(f.name) != f.text:
             where = ("the task's bundle has another module of that name" if f.name in task_text
                      else "the task's bundle does not hold it")
-            return name, (f"the kernel's module {f.name} shadows the module '{name}' the task imports ({where}); "
-                          "rename the kernel's module")
+            return name, (f"the {what} {f.name} shadows the module '{name}' the task imports ({where}); "
+                          "rename it")
         if installed(name):
-            return name, (f"the kernel's module {f.name} shadows the installed module '{name}'; rename it")
+            return name, f"the {what} {f.name} shadows the installed module '{name}'; rename it"
     return None
 
 

@@ -52,11 +52,13 @@ BIG_FILE = 16 << 20  # files this large left in tmp_path by an escaped disk fill
 
 TOOLS: set[int] = set()  # pids of the long-lived tool processes (harness, language server): never "left behind"
 
-RUN_TIMEOUT = 30.0  # seconds per tool run: every kernel here finishes in ~1 s unless it is a runaway
+# seconds per tool run: every kernel here finishes in ~1 s unless it is a runaway, but a verification starts three
+# jailed workers and a loaded 2-core machine can take tens of seconds to start them: the limit only stops a hang
+RUN_TIMEOUT = 90.0
 SHORT_TIMEOUT = 5.0  # runaway kernels: they always run into the limit
 # The module language server's limit per run (nkiAgent.simulationTimeout): every honest kernel here runs in
-# ~1 s (a few on a loaded machine), so runaways are stopped after this rather than the default 60 s.
-SERVER_SIM_TIMEOUT = 20.0
+# ~1 s (tens of seconds on a loaded machine), so runaways are stopped after this rather than the default 60 s.
+SERVER_SIM_TIMEOUT = 45.0
 SLOW = frozenset({"runaway"})
 # categories whose kernels could leave the tool crippled: the tool must still verify a good kernel after them
 DISRUPTIVE = frozenset({"kill_parent", "process_escape", "resource_exhaustion", "output_flood", "runaway",

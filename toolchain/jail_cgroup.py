@@ -18,7 +18,8 @@ into each ``cgroup.procs`` and then ``exec``s bwrap, so every process and thread
 counted from its first instruction (exit status 125 and a line on stderr if it cannot join).
 Memory charged to the group includes the pages of the jail's tmpfs mounts (``/job``, ``/tmp``,
 ``/dev/shm``), SysV/POSIX shared memory and the page cache it touches. ``close()`` kills what is
-left and removes the group (retrying from a daemon thread while the jail's processes exit).
+left and removes the group (retrying from a daemon thread while the jail's processes exit); the first
+``host()`` of a process removes empty groups left by tools that died.
 """
 
 from __future__ import annotations
@@ -162,7 +163,30 @@ def _host(setting: str) -> Host:
 
 def host() -> Host:
     """Where job groups can be made here (probed once per ``NKI_AGENT_CGROUP`` value and process)."""
-    return _host(os.environ.get(ENV, "").strip())
+    where = _host(os.environ.get(ENV, "").strip())
+    if where.available and where not in _swept:
+        _swept.add(where)
+        _sweep(where)
+    return where
+
+
+_swept: set[Host] = set()
+
+
+def _sweep(where: Host) -> None:
+    """Remove the empty groups of tools that died without removing them (``nki-agent-<pid>-<n>``, pid gone)."""
+    for _controller, parent in where.parents:
+        try:
+            names = os.listdir(parent)
+        except OSError:
+            continue
+        for name in names:
+            pid = name[len(PREFIX):].split("-", 1)[0] if name.startswith(PREFIX) else ""
+            if pid.isdigit() and int(pid) != os.getpid() and not os.path.exists(f"/proc/{pid}"):
+                try:
+                    os.rmdir(os.path.join(parent, name))
+                except OSError:
+                    pass
 
 
 class JobGroup:

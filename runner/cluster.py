@@ -51,7 +51,6 @@ from ray import exceptions as rex
 from ..toolchain.protocol import (
     BaselineResult,
     CompileResult,
-    JobRequest,
     JobResult,
     ProblemInfo,
     ProfileResult,

@@ -25,7 +25,7 @@ Different, and why
   * Malformed bodies of known ops get 422 with ``ErrorBody`` (Kernel Forge answers 200 with an error in
     the op's shape), a batch of more than 64 items 422 (there 400), a body that is JSON but not an
     object 422. A body that is not JSON (bad syntax or encoding, an integer beyond 4300 digits) or
-    nests lists / objects deeper than ``MAX_DEPTH`` (32) levels gets 400, never a server error: it is
+    nests lists / objects deeper than ``forge_bodies.MAX_DEPTH`` (32) levels gets 400, never a server error: it is
     parsed off the event loop and its depth measured without recursion. A batch is checked whole before anything runs; its jobs run concurrently on the runner's
     slots (Kernel Forge runs them one after another), and beyond this token's share of the queue
     the next item waits for the batch's oldest job to end.
@@ -63,7 +63,6 @@ Different, and why
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -92,6 +91,7 @@ from .forge_bodies import (
     REFERENCE_FILE,
     REQUESTS,
     TASK_FILE,
+    BodyError,
     ForgeAnswer,
     ForgeBaselineAnswer,
     ForgeBaselineRequest,
@@ -106,6 +106,7 @@ from .forge_bodies import (
     ForgeUnknownOp,
     ForgeVerifyAnswer,
     ForgeVerifyRequest,
+    decode,
     job_request,
     needs_outputs,
     parse,
@@ -291,42 +292,19 @@ def _parse_all(items: list[Any], batch: bool) -> list[ForgeRequest | ForgeUnknow
     return out
 
 
-MAX_DEPTH = 32  # JSON nesting a Kernel Forge body may have (its deepest: items → item → input_specs → spec → shape)
-
-
 class _Malformed(HTTPError):
-    """A body that is not JSON at all, or nested deeper than ``MAX_DEPTH``: HTTP 400."""
+    """A body that is not JSON at all, or nested deeper than ``forge_bodies.MAX_DEPTH``: HTTP 400."""
 
     def __init__(self, msg: str) -> None:
         super().__init__(400, "malformed request body")
         self.detail = [{"loc": ["body"], "msg": msg}]
 
 
-def _depth_over(value: Any, limit: int) -> bool:
-    """Whether ``value`` nests lists / objects deeper than ``limit`` (iterative: no recursion to exhaust)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        v, d = stack.pop()
-        if isinstance(v, dict):
-            v = list(v.values())
-        elif not isinstance(v, list):
-            continue
-        if d > limit:
-            return True
-        stack.extend((x, d + 1) for x in v if isinstance(x, (list, dict)))
-    return False
-
-
 def _decode(raw: bytes) -> Any:
     try:
-        value = json.loads(raw)
-    except RecursionError:
-        raise _Malformed(f"the body nests JSON deeper than {MAX_DEPTH} levels") from None
-    except ValueError:  # JSONDecodeError, UnicodeDecodeError, an integer of more than 4300 digits
-        raise _Malformed("the body is not JSON") from None
-    if _depth_over(value, MAX_DEPTH):
-        raise _Malformed(f"the body nests JSON deeper than {MAX_DEPTH} levels")
-    return value
+        return decode(raw)
+    except BodyError as e:
+        raise _Malformed(str(e)) from None
 
 
 async def _body(request: Request) -> Any:

@@ -14,6 +14,7 @@ can clash with the task's names.
 from __future__ import annotations
 
 import ast
+import json
 import math
 import re
 from typing import Annotated, Any, Literal
@@ -23,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, m
 from ..toolchain.protocol import JobRequest, SourceFile
 
 MAX_BATCH = 64
+MAX_DEPTH = 32  # JSON nesting a body may have (its deepest: items → item → input_specs → spec → shape)
 MAX_SOURCE_BYTES = 256 * 1024
 MAX_INPUT_BYTES = 256 << 20
 MAX_RANK = 8
@@ -387,6 +389,38 @@ def job_request(req: ForgeRequest, outputs: list[list[int]] | None = None, op: s
         "kernel_name": kernel_name, "seeds": getattr(req, "seeds", 3 if reference is not None else 1),
         "warmup": getattr(req, "warmup_runs", 5), "iterations": getattr(req, "measure_runs", 50),
         "timeout_s": TIMEOUTS["compile" if op == "simulate" else op]})
+
+
+class BodyError(ValueError):
+    """A body that is not JSON, or nests lists / objects deeper than ``MAX_DEPTH`` (HTTP 400)."""
+
+
+def _depth_over(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests lists / objects deeper than ``limit`` (iterative: no recursion to exhaust)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, dict):
+            v = list(v.values())
+        elif not isinstance(v, list):
+            continue
+        if d > limit:
+            return True
+        stack.extend((x, d + 1) for x in v if isinstance(x, (list, dict)))
+    return False
+
+
+def decode(raw: bytes) -> Any:
+    """The JSON value of a body; ``BodyError`` when it is not JSON or nests deeper than ``MAX_DEPTH``."""
+    try:
+        value = json.loads(raw)
+    except RecursionError:
+        raise BodyError(f"the body nests JSON deeper than {MAX_DEPTH} levels") from None
+    except ValueError:  # JSONDecodeError, UnicodeDecodeError, an integer of more than 4300 digits
+        raise BodyError("the body is not JSON") from None
+    if _depth_over(value, MAX_DEPTH):
+        raise BodyError(f"the body nests JSON deeper than {MAX_DEPTH} levels")
+    return value
 
 
 def parse(item: Any) -> ForgeRequest | ForgeUnknownOp:

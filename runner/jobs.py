@@ -37,11 +37,11 @@ from typing import Protocol
 
 from ..toolchain.protocol import JobRequest, JobResult, JobStatus, ProgressEvent
 from .backends import Backend, PreparedJob, Progress, Slot
-from .layout import BundledJobRequest, check, prepare
 from .fair import Fair
+from .layout import BundledJobRequest, check, prepare
 from .store import Store
 
-__all__ = ["JobManager", "QueueFull", "Refused", "Executor", "cache_key", "prepare"]
+__all__ = ["Executor", "JobManager", "QueueFull", "Refused", "cache_key", "prepare"]
 
 MAX_EVENTS = 200  # progress events kept per job
 MAX_TIMEOUT_S = 300.0  # the default cap on a job's timeout_s, so one slot-turn is at most 5 minutes

@@ -164,10 +164,10 @@ class JobManager:
                                 "retry when some have ended")
             self.store.add(job_id, owner, request, "queued", now)
             self._live[job_id] = _Live(owner)
-            self._fair.push(owner, job_id)
+            self._event(job_id, "queued", "accepted" + (f"; timeout_s / time_budget_s capped at this runner's "
+                                                        f"{self.max_timeout_s:g} s" if capped else ""))
+            self._fair.push(owner, job_id)  # after its first event: a slot may take it at once
             self._cond.notify_all()
-        self._event(job_id, "queued", "accepted" + (f"; timeout_s / time_budget_s capped at this runner's "
-                                                    f"{self.max_timeout_s:g} s" if capped else ""))
         return self._status(job_id)
 
     def get(self, job_id: str, owner: str) -> JobStatus | None:

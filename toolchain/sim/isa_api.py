@@ -410,7 +410,8 @@ def build(generation: str) -> types.ModuleType:
     mod = types.ModuleType(name, "NKI ISA (embedded simulator)")
     mod.__dict__.update(_ENUMS)
     table = _CLASSIC if generation == runtime.CLASSIC else _NEW
-    calls = {k: instrument(_checked_call(f, f"{name}.{k}", generation), f"nisa.{k}") for k, f in table.items()}
+    calls: dict[str, Any] = {k: instrument(_checked_call(f, f"{name}.{k}", generation), f"nisa.{k}")
+                             for k, f in table.items()}
     calls["get_nc_version"] = _ENUMS["get_nc_version"]
     wrap_namespace(calls, "nisa")  # every call is an event of the traced program (record.py)
     mod.__dict__.update(calls)

@@ -66,8 +66,10 @@ def resolve(name: str, generation: str) -> Any:
 def _enum(cls: str, member: str) -> Any:
     from .isa_api import _ENUMS
 
+    import enum
+
     for v in _ENUMS.values():
-        if isinstance(v, type) and v.__name__ == cls and member in v.__members__:
+        if isinstance(v, type) and issubclass(v, enum.Enum) and v.__name__ == cls and member in v.__members__:
             return v.__members__[member]
     raise ProgramError(f"unknown NKI enum value {cls}.{member}")
 

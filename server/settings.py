@@ -7,7 +7,7 @@ either flat or under the ``nkiAgent`` section. Invalid values are dropped field 
 is kept), and the caller shows ONE message listing them; a bad setting never stops the server.
 
 Machine-scoped settings (``MACHINE_SCOPED``: where files and keys go, what runs — ``runnerUrl``,
-``runnerTokenFile``, ``modelBackend``, ``interpreter``, ``trustLocal``) are ``"scope": "machine"`` in
+``runnerTokenFile``, ``modelBackend``, ``interpreter``, ``trustLocal``, ``compilerBackend``) are ``"scope": "machine"`` in
 VS Code, so a workspace's ``.vscode/settings.json`` cannot set them, and listed as restricted for
 untrusted workspaces. The server takes them only from ``initializationOptions`` (the client's own launch
 configuration); in ``workspace/didChangeConfiguration`` payloads and ``workspace/configuration`` answers,
@@ -51,7 +51,7 @@ class ServerSettings(BaseModel):
     agent_max_dollars: float = Field(5.0, ge=0.0, le=1000.0, description="Spend limit of one fix-agent run in US$ "
                                                                        "(0: none).")
     compiler_backend: Literal["embedded"] = Field(
-        "embedded", description="Toolchain used for simulation and verification: the embedded NKI simulator.")
+        "embedded", json_schema_extra=_MACHINE, description="Toolchain used for simulation and verification: the embedded NKI simulator.")
     trust_local: bool = Field(False, json_schema_extra=_MACHINE, description="Apply agent fixes verified without the OS sandbox (on machines "
                                                  "where Linux namespaces are unavailable). Off: such fixes are shown, "
                                                  "not applied.")

@@ -33,7 +33,7 @@ export function sectionInspector(): Inspector {
 }
 
 /** The `nkiAgent` section as a plain object (what the server reads from initializationOptions); the
- *  machine-scoped settings (runnerUrl, runnerTokenFile, modelBackend, interpreter, trustLocal) at user
+ *  machine-scoped settings (runnerUrl, runnerTokenFile, modelBackend, interpreter, trustLocal, compilerBackend) at user
  *  level only, never a workspace's value. */
 export function settingsSnapshot(): Record<string, unknown> {
   const effective = JSON.parse(JSON.stringify(vscode.workspace.getConfiguration(SECTION))) as Record<string, unknown>;

@@ -1,5 +1,5 @@
 // Machine-scoped settings: the ones that decide where files and keys go or what runs (the runner's URL
-// and token file, the model backends, the interpreter, trustLocal). package.json declares them
+// and token file, the model backends, the interpreter, trustLocal, compilerBackend). package.json declares them
 // "scope": "machine" (generated from server/settings.py) and lists them as restricted for untrusted
 // workspaces, so a cloned repository's .vscode/settings.json cannot set them. The extension reads
 // them at user level only (`inspect().globalValue`, else the default) — never a workspace's value,
@@ -7,7 +7,7 @@
 // change restarts the server.
 
 /** The machine-scoped keys of the `nkiAgent` section (a unit test keeps them equal to package.json's). */
-export const MACHINE_SETTINGS = ['interpreter', 'modelBackend', 'runnerTokenFile', 'runnerUrl', 'trustLocal'] as const;
+export const MACHINE_SETTINGS = ['compilerBackend', 'interpreter', 'modelBackend', 'runnerTokenFile', 'runnerUrl', 'trustLocal'] as const;
 export type MachineSetting = (typeof MACHINE_SETTINGS)[number];
 
 /** What `WorkspaceConfiguration.inspect` answers (the layers the extension looks at). */

@@ -7,7 +7,7 @@ once (``settings.parse``); problems become ONE ``showMessage`` and the invalid f
 defaults. Nothing here can stop the server from starting.
 
 Machine-scoped settings (``settings.MACHINE_SCOPED``: runner URL and token file, model backends, the
-interpreter, trustLocal) are taken from ``initializationOptions`` only — the client's own launch
+interpreter, trustLocal, compilerBackend) are taken from ``initializationOptions`` only — the client's own launch
 configuration. ``didChangeConfiguration`` payloads and ``workspace/configuration`` answers can carry a
 workspace's settings files (a cloned repository's ``.vscode/settings.json``), so their machine-scoped keys
 are dropped (a differing value is logged) and the launch values stay; changing one means restarting the

@@ -26,7 +26,8 @@ ENV = {**SERVER_ENV, "ANTHROPIC_API_KEY": "test-key"}
 
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER, server_env=ENV))
 async def client(lsp_client: LanguageClient):
-    await start(lsp_client, {"nkiAgent": {"debounceMs": 20, "simulateOnSave": False}})
+    # each test starts the session (``_configure``): the model backend is machine-scoped, so it is read only
+    # from the launch options, and the fake API server's URL is known only inside the test
     results: list[Any] = []
     lsp_client.agent_results = results  # type: ignore[attr-defined]
 
@@ -51,9 +52,9 @@ async def _result(client: LanguageClient, n: int = 1) -> dict[str, Any]:
     return dict(client.agent_results[n - 1])  # type: ignore[attr-defined]
 
 
-def _configure(client: LanguageClient, backend: str) -> None:
-    client.workspace_did_change_configuration(T.DidChangeConfigurationParams(
-        settings={"nkiAgent": {"modelBackend": backend, "debounceMs": 20, "simulateOnSave": False}}))
+async def _configure(client: LanguageClient, backend: str) -> None:
+    """Start the session with ``backend`` in the launch options (machine-scoped: never a live change)."""
+    await start(client, {"nkiAgent": {"modelBackend": backend, "debounceMs": 20, "simulateOnSave": False}})
 
 
 @pytest.mark.parametrize("family", ["anthropic", "openai"])
@@ -63,7 +64,7 @@ async def test_model_repairs_the_kernel_through_the_server(client: LanguageClien
     fake_cls = FakeAnthropic if family == "anthropic" else FakeOpenAI
     with fake_cls(script) as fake:
         spec = f"anthropic:claude-opus-4-8@{fake.base_url}" if family == "anthropic" else f"openai:nki-sft@{fake.base_url}"
-        _configure(client, spec)
+        await _configure(client, spec)
         uri = open_doc(client, tmp_path / "kernel.py", BROKEN)
         await document_text(client, uri)  # the configuration change and the open have been handled
         res = await client.workspace_execute_command_async(T.ExecuteCommandParams("nki.fixKernel", [uri]))
@@ -83,7 +84,7 @@ async def test_model_repairs_the_kernel_through_the_server(client: LanguageClien
 async def test_cancel_from_the_editor_stops_a_streaming_model(client: LanguageClient, tmp_path: Path):
     stall = Stall("Let me think")
     with FakeAnthropic([stall, Text("never")]) as fake:
-        _configure(client, f"anthropic:claude-opus-4-8@{fake.base_url}")
+        await _configure(client, f"anthropic:claude-opus-4-8@{fake.base_url}")
         uri = open_doc(client, tmp_path / "kernel.py", BROKEN)
         await document_text(client, uri)
         res = await client.workspace_execute_command_async(T.ExecuteCommandParams("nki.fixKernel", [uri]))
@@ -97,7 +98,7 @@ async def test_cancel_from_the_editor_stops_a_streaming_model(client: LanguageCl
 async def test_a_backend_that_fails_escalates_to_the_next_tier(client: LanguageClient, tmp_path: Path):
     with FakeAnthropic([HttpError(401, "invalid x-api-key")]) as bad, \
             FakeOpenAI([ToolUse([Call("verify", {"edits": [FIX]})])]) as good:
-        _configure(client, f"anthropic:claude-opus-4-8@{bad.base_url},openai:nki-sft@{good.base_url}")
+        await _configure(client, f"anthropic:claude-opus-4-8@{bad.base_url},openai:nki-sft@{good.base_url}")
         uri = open_doc(client, tmp_path / "kernel.py", BROKEN)
         await document_text(client, uri)
         await client.workspace_execute_command_async(T.ExecuteCommandParams("nki.fixKernel", [uri]))

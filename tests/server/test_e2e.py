@@ -283,7 +283,8 @@ async def test_settings_are_pulled_when_the_client_sends_no_options(bare_client:
             break
         await asyncio.sleep(0.02)
     (warning,) = [m for m in bare_client.messages if "invalid settings" in m.message]
-    assert "target" in warning.message and "modelBackend" in warning.message
+    # modelBackend is machine-scoped: a workspace/configuration answer cannot set it, so it is not even read
+    assert "target" in warning.message and "modelBackend" not in warning.message
 
 
 def _workers_of(pid: int, marker: bytes = b"nki_agent.toolchain.worker") -> list[int]:

@@ -389,7 +389,7 @@ def _judge(body: dict[str, Any], frames: dict[int, tuple[dict[str, Any], list[np
                                             "task if intended)", location=SourceLocation(kernel, 1)))
         out.seeds.append(r)
         out.atol, out.rtol = tolerance_for(task_settings, [g for g in got if g is not None])
-    violated = any(p.code == "sim_sandbox_violation" for p in out.problems)
+    violated = any(p.code == "sim_sandbox_violation" and p.severity == "error" for p in out.problems)
     out.correct = (out.compiled and len(out.seeds) == len(trusted) and all(x.correct for x in out.seeds)
                    and not violated)
     return out.as_dict(), lines

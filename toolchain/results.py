@@ -67,11 +67,27 @@ def verify_result(data: Mapping[str, Any], visible: int, lines: Mapping[int, int
         if s.seed is not None and s.first_mismatch is not None and lines and s.seed in lines:
             s.first_mismatch.line = lines[s.seed]
         if s.seed is not None and s.seed >= visible:
+            if not s.correct and not s.mismatches and s.message:
+                _hide_error(res, s.message)
+                s.message = "the kernel raised an error on it"
             res.seeds[i] = hide(s)
     res.stage = stage_of(res.compiled, res.correct)
     if sandbox is not None:
         res.sandbox = sandbox
     return res
+
+
+def _hide_error(res: VerifyResult, message: str) -> None:
+    """An error a hidden seed raised (an out-of-range indirect index, ...) says its code only: its message and
+    its place can depend on that seed's values, which nobody reading the result may learn bit by bit."""
+    for i, p in enumerate(res.problems):
+        if p.message == message:
+            loc = p.location.model_copy(update={"line": 1, "column": 1, "end_line": None, "end_column": None}) \
+                if p.location is not None else None
+            res.problems[i] = p.model_copy(update={
+                "message": f"the kernel raised {p.code} on a hidden seed (where and why depend on that seed's "
+                           "values and are not shown); the visible seeds ran without it",
+                "location": loc, "related": []})
 
 
 def hide(s: SeedFigures) -> SeedFigures:

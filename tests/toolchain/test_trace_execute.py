@@ -238,3 +238,64 @@ def test_a_kernel_file_importing_torch_at_module_level_verifies(tmp_path: Path) 
     res = api.verify(str(tmp_path / "k.py"), str(tmp_path / "task.py"), seeds=2)
     assert res.correct is True, res.problems
     assert res.estimate is not None and res.sandbox == "bwrap"
+
+
+GATHER_BY_VALUE = '''
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+
+@nki.jit
+def add_kernel(a, b):
+    """a + b, plus a gather whose row index is a's first column as integers: in range on the visible seeds
+    of the task below, out of range on a hidden one (its values decide where the gather fails)."""
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    for r in nl.affine_range(a.shape[0] // 128):
+        x = nl.ndarray((128, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+        y = nl.ndarray((128, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=x, src=a[r * 128:(r + 1) * 128, :])
+        nisa.dma_copy(dst=y, src=b[r * 128:(r + 1) * 128, :])
+        idx = nl.ndarray((128, 1), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=idx, src=x[:, 0:1])
+        probe = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=probe, src=x[idx, 0])
+        nisa.tensor_tensor(dst=x, data1=x, data2=y, op=nl.add)
+        nisa.dma_copy(dst=out[r * 128:(r + 1) * 128, :], src=x)
+    return out
+'''
+
+def test_an_error_on_a_hidden_seed_says_its_code_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Values of a hidden seed never reach the result through a value-dependent error's message or place."""
+    from nki_agent.toolchain import results
+
+    (tmp_path / "k.py").write_text(GATHER_BY_VALUE)
+    hidden = 1234567
+    monkeypatch.setattr(results.secrets, "randbelow", lambda bound: hidden)
+    task = tmp_path / "task.py"
+    task.write_text(f'''
+import random
+
+import numpy as np
+
+
+def get_inputs():
+    on_the_hidden_seed = random.random() == random.Random({hidden}).random()  # every RNG is seeded per seed
+    a = np.random.rand(256, 512).astype(np.float32)  # in [0, 1): row index 0 on the visible seeds
+    b = np.random.rand(256, 512).astype(np.float32)
+    if on_the_hidden_seed:
+        a[:, 0] = 7000 + np.arange(256)  # far out of range: where the gather fails depends on these values
+    return [a, b]
+
+
+def reference(a, b):
+    return a + b
+''')
+    res = api.verify(str(tmp_path / "k.py"), str(task), seeds=2, hidden_seeds=1)
+    assert res.correct is False
+    assert [s.correct for s in res.seeds] == [True, True, False]
+    text = res.model_dump_json()
+    assert "7000" not in text and "7127" not in text and "7255" not in text
+    errors = [p for p in res.problems if p.severity == "error"]
+    assert errors and all("hidden seed" in p.message and p.location.line == 1 for p in errors), errors
+    assert res.seeds[2].message == "a hidden seed fails: the kernel raised an error on it"

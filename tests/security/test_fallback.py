@@ -34,7 +34,7 @@ REPRESENTATIVES = {
     "input_mutation": "mutation_flag_reset", "network": "net_udp", "secrets": "secret_env_print",
     "fs_write": "fs_user_folder", "process_escape": "proc_double_fork", "kill_parent": "kill_group",
     "process_memory": "mem_parent_proc", "resource_exhaustion": "res_threads_fds", "output_flood": "flood_stderr",
-    "runaway": "run_deep_recursion", "task_leak": "leak_git_objects",
+    "runaway": "run_deep_recursion", "task_leak": "leak_git_objects", "trace_forgery": "trace_patch_restore",
 }
 CASES = [BY_NAME[name] for name in REPRESENTATIVES.values()]
 

@@ -79,7 +79,7 @@ SERVER_REPRESENTATIVES = {
     "input_mutation": "mutation_host_write", "network": "net_tcp", "secrets": "secret_env_raise",
     "fs_write": "fs_user_folder", "process_escape": "proc_double_fork", "kill_parent": "kill_ppid",
     "process_memory": "mem_parent_proc", "resource_exhaustion": "res_disk_fill", "output_flood": "flood_stderr",
-    "runaway": "run_deep_recursion", "task_leak": "leak_git_objects",
+    "runaway": "run_deep_recursion", "task_leak": "leak_git_objects", "trace_forgery": "trace_patch_restore",
 }
 
 

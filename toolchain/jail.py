@@ -317,9 +317,11 @@ def _cwd() -> str:
     return cwd if cwd.startswith("/") and not cwd.startswith(("/proc", "/dev", "/sys")) else JOB_DIR
 
 
-def dev_args(shm_bytes: int = SHM_BYTES) -> list[str]:
+def dev_args(shm_bytes: int = SHM_BYTES, devices: Sequence[tuple[str, str]] = ()) -> list[str]:
     """bwrap arguments building the jail's ``/dev``: a tiny tmpfs holding the ``DEVICES`` bound from the host,
-    the ``/proc/self/fd`` links, and a ``/dev/shm`` tmpfs of ``shm_bytes`` (none if 0); then read-only.
+    the job's own Neuron devices (``devices``: (source, /dev/neuronN) pairs, bound before ``/dev`` turns
+    read-only — the mount point must be created), the ``/proc/self/fd`` links, and a ``/dev/shm`` tmpfs of
+    ``shm_bytes`` (none if 0); then read-only.
 
     Not bwrap's ``--dev``: its ``/dev/shm`` is a folder on a tmpfs without a size (half of the host's RAM,
     writable by the jail, and pages there outlive the worker's address-space limit)."""
@@ -327,6 +329,10 @@ def dev_args(shm_bytes: int = SHM_BYTES) -> list[str]:
     for d in DEVICES:
         if os.path.exists(d):
             out += ["--dev-bind", d, d]
+    for src, dest in devices:  # only the job's own Neuron devices (``device_binds`` checked them)
+        if not DEVICE_PATH.match(dest):
+            raise JailError(f"device {dest!r} refused: only /dev/neuronN is ever bound")
+        out += ["--dev-bind", src, dest]
     for target, link in DEV_LINKS:
         out += ["--symlink", target, link]
     if shm_bytes > 0:
@@ -359,11 +365,7 @@ def command(spec: JailSpec, argv: Sequence[str], bwrap: str | None = None, secco
             out += ["--ro-bind", d, d]
     for f in ETC_FILES:
         out += ["--ro-bind-try", f, f]
-    out += ["--proc", "/proc", *dev_args(spec.shm_bytes)]
-    for src, dest in spec.devices:  # only the job's own Neuron devices (``device_binds`` checked them)
-        if not DEVICE_PATH.match(dest):
-            raise JailError(f"device {dest!r} refused: only /dev/neuronN is ever bound")
-        out += ["--dev-bind", src, dest]
+    out += ["--proc", "/proc", *dev_args(spec.shm_bytes, spec.devices)]
     size = str(max(1 << 20, int(spec.tmpfs_bytes)))  # the writable places first: binds below /tmp go on top
     out += ["--size", size, "--tmpfs", JOB_DIR, "--size", size, "--tmpfs", "/tmp"]
     for p in _dedupe([*python_paths(), *spec.readable]):

@@ -113,7 +113,7 @@ def kernel_role(req: dict[str, Any], next_frame: Frames,
     frames until ``end``); a ``run`` frame per seed carries its outputs and final arguments back."""
     from . import guard
     from .tasks import find_kernel, load_module, search_path
-    from .verify import Case, SeedResult, VerifyResult, run_cases, select_params
+    from .verify import Case, VerifyResult, run_cases, select_params
 
     kernel_path = req["kernel"]
     result = VerifyResult(kernel=kernel_path, task=req.get("task", ""), target=req.get("target") or "")
@@ -140,17 +140,7 @@ def kernel_role(req: dict[str, Any], next_frame: Frames,
                 seed_args[int(sd["seed"])] = call
                 yield Case(int(sd["seed"]), call, float(sd.get("reference_seconds", 0.0)))
 
-        def judge(seed: int, got: list[Any], expected: Any, mutated: list[str]) -> SeedResult:
-            outs = [g if isinstance(g, np.ndarray) else None for g in got[:MAX_OUTPUTS]]
-            after = [a if isinstance(a, np.ndarray) else None for a in seed_args.get(seed, [])]
-            meta = {"outputs": len(outs), "arguments": len(after), "mutated": mutated,
-                    "kinds": [type(g).__name__ for g in got[:MAX_OUTPUTS]]}
-            runs[str(seed)] = meta
-            stores = records[-1].stores[:MAX_STORES] if records else []
-            records.clear()
-            emit({"kind": "run", "seed": seed, **meta, "stores": stores}, outs + after)
-            return SeedResult(seed=seed, correct=True)
-
+        judge = run_frames(seed_args, records, runs, emit)
         with _tensor_outputs_only(kernel_path):
             from .worker import _calibration
 
@@ -168,6 +158,26 @@ def kernel_role(req: dict[str, Any], next_frame: Frames,
                                        location=SourceLocation(kernel_path, 1)))
     _mark_violations(result, kernel_path)
     return {"ok": True, "result": result.as_dict(), "runs": runs}, []
+
+
+def run_frames(seed_args: dict[int, list[Any]], records: list[Any], runs: dict[str, Any],
+               emit: Emit) -> Callable[[int, list[Any], Any, list[str]], Any]:
+    """``run_cases``' judge in a worker: it judges nothing, it sends the seed's ``run`` frame — the outputs,
+    the arguments as they are afterwards and the launch's store log — for the parent to judge."""
+    from .verify import SeedResult
+
+    def judge(seed: int, got: list[Any], expected: Any, mutated: list[str]) -> SeedResult:
+        outs = [g if isinstance(g, np.ndarray) else None for g in got[:MAX_OUTPUTS]]
+        after = [a if isinstance(a, np.ndarray) else None for a in seed_args.get(seed, [])]
+        meta = {"outputs": len(outs), "arguments": len(after), "mutated": mutated,
+                "kinds": [type(g).__name__ for g in got[:MAX_OUTPUTS]]}
+        runs[str(seed)] = meta
+        stores = records[-1].stores[:MAX_STORES] if records else []
+        records.clear()
+        emit({"kind": "run", "seed": seed, **meta, "stores": stores}, outs + after)
+        return SeedResult(seed=seed, correct=True)
+
+    return judge
 
 
 def _watched() -> dict[str, Any]:

@@ -163,10 +163,10 @@ def _warm() -> None:
 def executor_role(req: dict[str, Any], next_frame: Frames,
                   emit: Emit) -> tuple[dict[str, Any], list[np.ndarray | None]]:
     """Execute the traced program on each seed's arrays; ``run`` frames as ``roles.kernel_role`` sent them."""
-    from .roles import MAX_OUTPUTS, MAX_STORES, _task_settings, launch_records
+    from .roles import _task_settings, launch_records, run_frames
     from .sim.program import ProgramError, unpack
     from .sim.replay import ProgramDispatch, ProgramKernel, use_source
-    from .verify import Case, SeedResult, VerifyResult, run_cases
+    from .verify import Case, VerifyResult, run_cases
     from .worker import _calibration
 
     kernel_path = str(req.get("kernel_file", ""))
@@ -202,17 +202,7 @@ def executor_role(req: dict[str, Any], next_frame: Frames,
                 seed_args[int(frame["seed"])] = call[: int(frame["inputs"])]
                 yield Case(int(frame["seed"]), call, float(frame.get("reference_seconds", 0.0)))
 
-        def judge(seed: int, got: list[Any], expected: Any, mutated: list[str]) -> SeedResult:
-            outs = [g if isinstance(g, np.ndarray) else None for g in got[:MAX_OUTPUTS]]
-            after = [a if isinstance(a, np.ndarray) else None for a in seed_args.get(seed, [])]
-            meta = {"outputs": len(outs), "arguments": len(after), "mutated": mutated,
-                    "kinds": [type(g).__name__ for g in got[:MAX_OUTPUTS]]}
-            runs[str(seed)] = meta
-            stores = records[-1].stores[:MAX_STORES] if records else []
-            records.clear()
-            emit({"kind": "run", "seed": seed, **meta, "stores": stores}, outs + after)
-            return SeedResult(seed=seed, correct=True)
-
+        judge = run_frames(seed_args, records, runs, emit)
         kernel = ProgramDispatch()
         result = run_cases(kernel, settings, kernel_path, cases(), judge, req.get("target"),  # type: ignore[arg-type]
                            req.get("time_limit"), calibration=_calibration(req))

@@ -24,6 +24,7 @@ from nki_agent.toolchain.sim import program as prog
 from nki_agent.toolchain.verify import verify_files
 
 ROOT = Path(__file__).resolve().parents[2]
+LOADED = 300.0  # seconds a jailed verification may take: these runs must finish on a loaded 2-core machine
 EXAMPLES = ROOT / "examples"
 ADD = EXAMPLES / "l1_add"
 FIDELITY = [EXAMPLES / n for n in ("l1_add/kernel_new.py", "l1_add/kernel_classic.py", "l1_axpy_spmd/kernel_classic.py",
@@ -88,7 +89,7 @@ def test_a_trace_time_error_is_reported_at_the_users_line(tmp_path: Path) -> Non
     (tmp_path / "k.py").write_text(bad)
     line = next(i for i, t in enumerate(bad.splitlines(), 1) if "(256," in t)
     for res in (api.verify(str(tmp_path / "k.py"), str(tmp_path / "task.py"), seeds=1, isolate=False),
-                api.verify(str(tmp_path / "k.py"), str(tmp_path / "task.py"), seeds=1)):
+                api.verify(str(tmp_path / "k.py"), str(tmp_path / "task.py"), seeds=1, timeout=LOADED)):
         assert res.correct is False
         codes = {p.code: p for p in res.problems}
         assert "err_num_partition_exceed_arch_limit" in codes, res.problems
@@ -104,7 +105,7 @@ def test_the_kernels_process_never_receives_a_seeds_input_bytes(monkeypatch: pyt
         original(self, header, arrays)
 
     monkeypatch.setattr(sandbox.Worker, "send", spy)
-    res = api.verify(str(ADD / "kernel_new.py"), str(ADD / "task.py"), seeds=2, hidden_seeds=1)
+    res = api.verify(str(ADD / "kernel_new.py"), str(ADD / "task.py"), seeds=2, hidden_seeds=1, timeout=LOADED)
     assert res.correct is True, res.problems
     to_tracer = [(h, n) for op, h, n in sent if op == "trace"]
     to_executor = [(h, n) for op, h, n in sent if op == "execute"]
@@ -235,7 +236,7 @@ if __name__ == "__main__":
 def test_a_kernel_file_importing_torch_at_module_level_verifies(tmp_path: Path) -> None:
     (tmp_path / "task.py").write_text((ROOT / "tests/fixtures/hostile_corpus/task.py").read_text())
     (tmp_path / "k.py").write_text(TORCH_KERNEL)
-    res = api.verify(str(tmp_path / "k.py"), str(tmp_path / "task.py"), seeds=2)
+    res = api.verify(str(tmp_path / "k.py"), str(tmp_path / "task.py"), seeds=2, timeout=LOADED)
     assert res.correct is True, res.problems
     assert res.estimate is not None and res.sandbox == "bwrap"
 
@@ -291,7 +292,7 @@ def get_inputs():
 def reference(a, b):
     return a + b
 ''')
-    res = api.verify(str(tmp_path / "k.py"), str(task), seeds=2, hidden_seeds=1)
+    res = api.verify(str(tmp_path / "k.py"), str(task), seeds=2, hidden_seeds=1, timeout=LOADED)
     assert res.correct is False
     assert [s.correct for s in res.seeds] == [True, True, False]
     text = res.model_dump_json()

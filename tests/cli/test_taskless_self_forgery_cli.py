@@ -26,7 +26,7 @@ def place(tmp_path: Path, fixture: str) -> Path:
     """The fixture as ``add_lib.py`` (placeholders filled in) and the honest test beside it."""
     text = (FIXTURES / f"{fixture}.py").read_text()
     (tmp_path / "add_lib.py").write_text(text.replace("{{USER_DIR}}", str(tmp_path)).replace("{{TOKEN}}", TOKEN))
-    shutil.copy(FIXTURES / "test_add_lib_source.py", tmp_path / "test_add_lib.py")
+    shutil.copy(FIXTURES / "add_lib_test_source.py", tmp_path / "test_add_lib.py")
     return tmp_path
 
 

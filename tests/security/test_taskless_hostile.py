@@ -137,7 +137,7 @@ def test_self_forgery_never_says_a_failing_test_passes(fixture: str, server_scen
     home = server_world.home
     kernel = scene.user / "add_lib.py"
     kernel.write_text(_render(SELF_FORGERY / f"{fixture}.py", scene, home))
-    shutil.copy(SELF_FORGERY / "test_add_lib_source.py", scene.user / "test_add_lib.py")
+    shutil.copy(SELF_FORGERY / "add_lib_test_source.py", scene.user / "test_add_lib.py")
     server = server_world.server
     server.ensure()
     scene.begin()

@@ -177,7 +177,7 @@ def _forged(kernel: str, **claims: object) -> SimulateResult:
 def test_what_ran_is_the_parents_word_never_the_workers_reply(tmp_path: Path) -> None:
     kernel = tmp_path / "add_lib.py"
     kernel.write_text(HOSTILE_SELF.joinpath("forge_test_verdict.py").read_text())
-    shutil.copy(HOSTILE_SELF / "test_add_lib_source.py", tmp_path / "test_add_lib.py")
+    shutil.copy(HOSTILE_SELF / "add_lib_test_source.py", tmp_path / "test_add_lib.py")
     asked: list[dict[str, object]] = []
 
     def run_one(req: dict[str, object]) -> SimulateResult:
@@ -211,6 +211,6 @@ def test_a_driver_forging_a_test_verdict_is_reported_as_the_driver_it_is(tmp_pat
     """The measured attack, jailed: the driver writes a well-formed "via test, passes" reply and exits."""
     kernel = tmp_path / "add_lib.py"
     shutil.copy(HOSTILE_SELF / "forge_test_verdict.py", kernel)
-    shutil.copy(HOSTILE_SELF / "test_add_lib_source.py", tmp_path / "test_add_lib.py")
+    shutil.copy(HOSTILE_SELF / "add_lib_test_source.py", tmp_path / "test_add_lib.py")
     res = api.simulate_taskless(str(kernel), root=str(tmp_path), timeout=60)
     assert (res.via, res.via_test, res.self_reported) == ("main", "", True), res

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,7 @@ ARTIFACTS = ROOT / ".cache" / "e2e-artifacts"
 VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
 
 START_TIMEOUT_S = 120.0     # code-server listening
+PALETTE_ATTEMPT_MS = 20_000  # one try of the command palette before it is reopened
 UI_TIMEOUT_MS = 120_000     # a workbench element, a diagnostic after a sandboxed run on a loaded machine
 SLOW_TIMEOUT_MS = 420_000   # pip installing the package into a fresh venv
 
@@ -233,14 +235,29 @@ class Workbench:
         self.page.locator(".monaco-editor .view-lines").first.click()
 
     def run_command(self, title: str) -> None:
-        """The palette: F1, type the command's title, Enter on the row that is exactly it."""
-        self.focus_editor()
-        self.page.keyboard.press("F1")
+        """The palette: F1, type the command's title, click the row that is it.
+
+        On a loaded machine the palette can open before the editor's context (``editorLangId``, which gates our
+        commands) has settled, and then never lists the command; so each attempt re-focuses the editor and
+        reopens the palette, until the command shows or the UI timeout has passed in all."""
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+        deadline = time.monotonic() + UI_TIMEOUT_MS / 1000
         box = self.page.locator(".quick-input-widget input")
-        box.wait_for(timeout=UI_TIMEOUT_MS)
-        box.fill(">" + title)
         row = self.page.locator(".quick-input-widget .monaco-list-row", has_text=title).first
-        row.wait_for(timeout=UI_TIMEOUT_MS)
+        while True:
+            self.focus_editor()
+            self.page.keyboard.press("F1")
+            box.wait_for(timeout=UI_TIMEOUT_MS)
+            box.fill(">" + title)
+            left_ms = int((deadline - time.monotonic()) * 1000)
+            try:
+                row.wait_for(timeout=max(1000, min(PALETTE_ATTEMPT_MS, left_ms)))
+                break
+            except PlaywrightTimeout:
+                if left_ms <= PALETTE_ATTEMPT_MS:
+                    raise
+                self.page.keyboard.press("Escape")
         row.click()
 
     def editor_text(self) -> str:

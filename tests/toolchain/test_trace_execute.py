@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import re
 import zlib
 from pathlib import Path
 from typing import Any
@@ -296,7 +297,9 @@ def reference(a, b):
     assert res.correct is False
     assert [s.correct for s in res.seeds] == [True, True, False]
     text = res.model_dump_json()
-    assert "7000" not in text and "7127" not in text and "7255" not in text
+    # the hidden values 7000..7255 as whole numbers (a timing such as 0.0107000... is not one of them)
+    leaked = [n for n in re.findall(r"(?<![\d.])\d+(?![\d.])", text) if 7000 <= int(n) <= 7255]
+    assert leaked == [], leaked
     errors = [p for p in res.problems if p.severity == "error"]
     assert errors and all("hidden seed" in p.message and p.location.line == 1 for p in errors), errors
     assert res.seeds[2].message == "a hidden seed fails: the kernel raised an error on it"

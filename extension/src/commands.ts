@@ -7,8 +7,10 @@ import { Decision, FixPreview, fileName } from './fixPreview';
 import { COMMANDS, SECTION, SERVER_COMMANDS, TARGETS, isServerDiagnosticSource } from './ids';
 import { KernelReportPanels } from './kernelReport';
 import { userValue } from './machineSettings';
+import { verifyOnSaveWith } from './runner';
 import { ANTHROPIC_KEY, RUNNER_TOKEN, Secrets, chainNeedsAnthropicKey } from './secrets';
 import { Session } from './session';
+import { currentWorkspace, describeTarget, writeTarget } from './settingsScope';
 
 export interface CommandDeps {
   session: Session;
@@ -49,10 +51,6 @@ function pythonEditor(): vscode.TextEditor | undefined {
     return undefined;
   }
   return ed;
-}
-
-function settingsTarget(): vscode.ConfigurationTarget {
-  return vscode.workspace.workspaceFolders?.length ? vscode.ConfigurationTarget.Workspace : vscode.ConfigurationTarget.Global;
 }
 
 /** A machine-scoped setting's value at user level (machineSettings.ts: never a workspace's). */
@@ -179,7 +177,11 @@ export async function selectTarget(): Promise<void> {
     label: t, description: words[t] + (t === now ? ' (current)' : ''),
   })), { title: 'NKI Agent: target to check and simulate for' });
   if (pick !== undefined && pick.label !== now) {
-    await cfg.update('target', pick.label, settingsTarget());
+    const ws = currentWorkspace();
+    const where = writeTarget('target', cfg.inspect('target'), ws, 'workspace');
+    await cfg.update('target', pick.label, where);
+    void vscode.window.showInformationMessage(
+      `NKI Agent: target ${pick.label} (nkiAgent.target) written to ${describeTarget(where, ws)}.`);
   }
 }
 
@@ -210,16 +212,30 @@ export async function selectRunner(deps: CommandDeps): Promise<void> {
     url = typed.trim().replace(/\/+$/, '');
   }
   await cfg.update('runnerUrl', url, vscode.ConfigurationTarget.Global); // machine-scoped: user settings
+  const written = ['nkiAgent.runnerUrl to your user settings (machine-scoped)'];
+  const mode = cfg.get<string>('verifyOnSave') ?? 'off';
+  const next = verifyOnSaveWith(url, mode);
+  if (next !== mode) { // after runnerUrl: a save in between never asks for "remote" without a runner
+    const ws = currentWorkspace();
+    const where = writeTarget('verifyOnSave', cfg.inspect('verifyOnSave'), ws, 'user');
+    await cfg.update('verifyOnSave', next, where);
+    written.push(`nkiAgent.verifyOnSave "${next}" to ${describeTarget(where, ws)}`);
+  }
+  const saves = url ? `saved kernels with a task now verify on the runner ${url}`
+    : next !== 'off' ? 'saved kernels with a task now verify with the embedded simulator on this machine'
+      : 'the runner is the embedded simulator on this machine';
+  const message = `NKI Agent: ${saves} (wrote ${written.join('; ')}).`;
   if (url) {
     await deps.rememberRunner(url);
     if (!(await deps.secrets.has(RUNNER_TOKEN)) && !userSetting<string>('runnerTokenFile') && !process.env[RUNNER_TOKEN.env]) {
-      const choice = await vscode.window.showInformationMessage(
-        'NKI Agent: the runner needs its bearer token.', 'Set runner token');
+      const choice = await vscode.window.showInformationMessage(`${message} It needs its bearer token.`, 'Set runner token');
       if (choice === 'Set runner token') {
         await deps.secrets.prompt(RUNNER_TOKEN);
       }
+      return;
     }
   }
+  void vscode.window.showInformationMessage(message);
 }
 
 export function statusMenu(): Thenable<void> {

@@ -1,6 +1,6 @@
 // Runner state for the status bar: local (no nkiAgent.runnerUrl), a remote runner that answers its
 // public `GET /healthz`, or one that is unreachable. Probed when the URL changes and every minute while
-// one is set; `fetch` is injected so tests need no network.
+// one is set; `fetch` is injected so tests need no network. Also what choosing a runner means for saves.
 
 export type RunnerState =
   | { kind: 'local' }
@@ -54,6 +54,16 @@ export function networkReason(e: unknown): string {
   const err = e as NetError | undefined;
   const c = err?.cause;
   return c?.code ?? c?.errors?.find((x) => x.code)?.code ?? c?.message ?? err?.message ?? String(e);
+}
+
+/** `nkiAgent.verifyOnSave` once the runner is `runnerUrl` ('' = local): a remote runner makes saves verify on it
+ *  ("remote"; the local simulation still runs for hovers); going back to local keeps verifying on save, locally;
+ *  any other value stays. Picking a runner alone must make saves use it. */
+export function verifyOnSaveWith(runnerUrl: string, mode: string): string {
+  if (runnerUrl.trim()) {
+    return 'remote';
+  }
+  return mode === 'remote' ? 'local' : mode;
 }
 
 /** Short host:port for the status bar. */

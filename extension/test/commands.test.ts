@@ -1,8 +1,9 @@
 import * as assert from 'node:assert/strict';
 import { beforeEach, test } from 'node:test';
 import { fake, FakeSecretStorage, Position, Range, Uri } from './fake-vscode';
-import { CommandDeps, decideFix, diagnosticCode, diagnosticsFor, fixKernel, missingAnthropicKey, selectTarget, showKernelReport, validRunnerUrl, verifyNow } from '../src/commands';
-import { ANTHROPIC_KEY, Secrets } from '../src/secrets';
+import { CommandDeps, decideFix, diagnosticCode, diagnosticsFor, fixKernel, missingAnthropicKey, selectRunner, selectTarget, showKernelReport, validRunnerUrl, verifyNow } from '../src/commands';
+import { verifyOnSaveWith } from '../src/runner';
+import { ANTHROPIC_KEY, RUNNER_TOKEN, Secrets } from '../src/secrets';
 import { Session } from '../src/session';
 
 beforeEach(() => { fake.reset(); agentCalls.length = 0; decisions.length = 0; reportsShown.length = 0; });
@@ -105,12 +106,99 @@ test('Fix kernel with an Anthropic backend and no key: one message with a way ou
   }
 });
 
-test('Select target writes nkiAgent.target (workspace scope with a folder open)', async () => {
+test('Select target writes nkiAgent.target (workspace scope with a folder open) and says which file', async () => {
   fake.workspaceFolders = [{ uri: Uri.file('/ws') }];
   fake.answers.push('trn2');
   await selectTarget();
   assert.deepEqual(fake.configWrites, [{ key: 'nkiAgent.target', value: 'trn2', target: 2 }]);
   assert.deepEqual(fake.shown[0].items, ['auto', 'trn1', 'trn2', 'trn3']);
+  assert.deepEqual(fake.shown.slice(1).map((m) => [m.kind, m.message]),
+    [['info', 'NKI Agent: target trn2 (nkiAgent.target) written to /ws/.vscode/settings.json.']]);
+});
+
+test('Select target: a user-level target is changed where it is set; a multi-root workspace names its file; no folder: user', async () => {
+  fake.workspaceFolders = [{ uri: Uri.file('/ws') }];
+  fake.config.set('nkiAgent.target', 'trn1');
+  fake.answers.push('trn3');
+  await selectTarget();
+  assert.deepEqual(fake.configWrites.map((w) => w.target), [1]);
+  assert.match(fake.shown.at(-1)!.message, /written to your user settings\.$/);
+
+  fake.reset();
+  fake.workspaceFolders = [{ uri: Uri.file('/a') }, { uri: Uri.file('/b') }];
+  fake.workspaceFile = Uri.file('/home/me/proj.code-workspace');
+  fake.answers.push('trn2');
+  await selectTarget();
+  assert.deepEqual(fake.configWrites.map((w) => w.target), [2]);
+  assert.match(fake.shown.at(-1)!.message, /written to the workspace file \/home\/me\/proj\.code-workspace\.$/);
+
+  fake.reset();
+  fake.answers.push('trn2');
+  await selectTarget();
+  assert.deepEqual(fake.configWrites.map((w) => w.target), [1]);
+  assert.match(fake.shown.at(-1)!.message, /written to your user settings\.$/);
+});
+
+test('what choosing a runner means for verifyOnSave', () => {
+  assert.equal(verifyOnSaveWith('http://trn:8765', 'off'), 'remote');
+  assert.equal(verifyOnSaveWith('http://trn:8765', 'local'), 'remote');
+  assert.equal(verifyOnSaveWith('', 'remote'), 'local');
+  assert.equal(verifyOnSaveWith('', 'off'), 'off');
+  assert.equal(verifyOnSaveWith('', 'local'), 'local');
+});
+
+function runnerDeps(storage = new FakeSecretStorage()): CommandDeps {
+  return { ...deps([], storage), recentRunners: () => ['http://trn:8765'] };
+}
+
+test('Select runner alone makes saves verify on it: runnerUrl and verifyOnSave "remote" in the user settings, said in one message', async () => {
+  fake.workspaceFolders = [{ uri: Uri.file('/ws') }];
+  const storage = new FakeSecretStorage();
+  await storage.store(RUNNER_TOKEN.key, 'tok');
+  fake.answers.push('$(remote) http://trn:8765');
+  await selectRunner(runnerDeps(storage));
+  assert.deepEqual(fake.configWrites, [
+    { key: 'nkiAgent.runnerUrl', value: 'http://trn:8765', target: 1 },
+    { key: 'nkiAgent.verifyOnSave', value: 'remote', target: 1 }]);
+  assert.deepEqual(fake.shown.slice(1).map((m) => [m.kind, m.message, m.items]), [['info',
+    'NKI Agent: saved kernels with a task now verify on the runner http://trn:8765 (wrote nkiAgent.runnerUrl to your ' +
+    'user settings (machine-scoped); nkiAgent.verifyOnSave "remote" to your user settings).', []]]);
+});
+
+test('Select runner: a workspace verifyOnSave is changed in the workspace file (else it would win); no token: the same message asks for it', async () => {
+  fake.workspaceFolders = [{ uri: Uri.file('/ws') }];
+  fake.workspaceConfig.set('nkiAgent.verifyOnSave', 'off');
+  const saved = process.env[RUNNER_TOKEN.env];
+  delete process.env[RUNNER_TOKEN.env];
+  try {
+    fake.answers.push('$(remote) http://trn:8765');
+    await selectRunner(runnerDeps());
+  } finally {
+    if (saved !== undefined) process.env[RUNNER_TOKEN.env] = saved;
+  }
+  assert.deepEqual(fake.configWrites.map((w) => [w.key, w.value, w.target]),
+    [['nkiAgent.runnerUrl', 'http://trn:8765', 1], ['nkiAgent.verifyOnSave', 'remote', 2]]);
+  const msg = fake.shown.at(-1)!;
+  assert.match(msg.message, /nkiAgent\.verifyOnSave "remote" to \/ws\/\.vscode\/settings\.json\)\. It needs its bearer token\.$/);
+  assert.deepEqual(msg.items, ['Set runner token']);
+});
+
+test('Select runner: back to Local keeps verifying on save, locally; with verifyOnSave off only the runner changes', async () => {
+  fake.config.set('nkiAgent.runnerUrl', 'http://trn:8765');
+  fake.config.set('nkiAgent.verifyOnSave', 'remote');
+  fake.answers.push('$(vm) Local');
+  await selectRunner(runnerDeps());
+  assert.deepEqual(fake.configWrites.map((w) => [w.key, w.value, w.target]),
+    [['nkiAgent.runnerUrl', '', 1], ['nkiAgent.verifyOnSave', 'local', 1]]);
+  assert.match(fake.shown.at(-1)!.message, /^NKI Agent: saved kernels with a task now verify with the embedded simulator/);
+
+  fake.reset();
+  fake.config.set('nkiAgent.runnerUrl', 'http://trn:8765');
+  fake.answers.push('$(vm) Local');
+  await selectRunner(runnerDeps());
+  assert.deepEqual(fake.configWrites.map((w) => [w.key, w.value]), [['nkiAgent.runnerUrl', '']]);
+  assert.equal(fake.shown.at(-1)!.message,
+    'NKI Agent: the runner is the embedded simulator on this machine (wrote nkiAgent.runnerUrl to your user settings (machine-scoped)).');
 });
 
 test('a command while the server is down offers Show log / Restart instead of failing silently', async () => {

@@ -59,6 +59,8 @@ export const fake = {
   diagnostics: [] as any[],
   activeTextEditor: undefined as any,
   workspaceFolders: undefined as { uri: Uri }[] | undefined,
+  /** The open `.code-workspace` file (a multi-root workspace), if any. */
+  workspaceFile: undefined as Uri | undefined,
   progress: [] as string[],
   /** Cancel buttons of the progress notifications shown (press one: `fake.cancels[i]()`). */
   cancels: [] as (() => void)[],
@@ -71,7 +73,7 @@ export const fake = {
     this.unregistered = new Set();
     this.shown = []; this.answers = []; this.config = new Map(); this.workspaceConfig = new Map(); this.configWrites = []; this.channels = [];
     this.executed = []; this.extensions = new Map(); this.diagnostics = []; this.activeTextEditor = undefined;
-    this.workspaceFolders = undefined; this.progress = []; this.cancels = []; this.progressOpen = 0; this.panels = [];
+    this.workspaceFolders = undefined; this.workspaceFile = undefined; this.progress = []; this.cancels = []; this.progressOpen = 0; this.panels = [];
   },
 };
 
@@ -155,6 +157,7 @@ export const window = {
 
 export const workspace = {
   get workspaceFolders() { return fake.workspaceFolders; },
+  get workspaceFile() { return fake.workspaceFile; },
   getConfiguration(section?: string) {
     const prefix = section ? `${section}.` : '';
     return {

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..toolchain import api
-from ..toolchain.protocol import VerifyResult
+from nki_agent.toolchain.protocol.jobs import VerifyResult
 from . import prompts
 from .budget import Budget
 from .protocol import (

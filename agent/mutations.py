@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Literal
 
 from ..toolchain import api
-from ..toolchain.protocol import VerifyResult
+from nki_agent.toolchain.protocol.jobs import VerifyResult
 from . import mutation_sites as sites
 from .mutation_sites import Site, Source
 

@@ -12,8 +12,8 @@ from functools import cache
 from importlib import resources
 from string import Template
 
-from ..toolchain.protocol import TaskDescription
-from ..toolchain.targets import get_target
+from nki_agent.toolchain.protocol.jobs import TaskDescription
+from nki_agent.toolchain.facts.targets import get_target
 
 DEFAULT_TOLERANCE = (1e-4, 1e-4)  # verify's fp32 default when the task sets none
 

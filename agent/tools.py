@@ -31,10 +31,10 @@ from ..diagnostics.model import Diagnostic, from_problem
 from ..diagnostics.static import Settings as CheckSettings
 from ..diagnostics.static import check_text
 from ..toolchain import api
-from ..toolchain.protocol import CompileResult, VerifyResult
-from ..toolchain.protocol_cost import CostEstimate
-from ..toolchain.results import compile_result
-from ..toolchain.targets import get_target
+from nki_agent.toolchain.protocol.jobs import CompileResult, VerifyResult
+from nki_agent.toolchain.protocol.cost import CostEstimate
+from nki_agent.toolchain.judging.results import compile_result
+from nki_agent.toolchain.facts.targets import get_target
 from . import integrity
 from .protocol import ToolCall, ToolSpec
 
@@ -258,7 +258,7 @@ class ToolBox:
             self.diagnostics = diags
             return ToolOutcome(render("verify", "NOT RUN: the kernel does not compile", diags, text, self.path),
                                ran="verify", diagnostics=diags)
-        # reference and kernel in separate jailed workers, outputs compared in this process (toolchain/judge.py)
+        # reference and kernel in separate jailed workers, outputs compared in this process (toolchain/judging/judge.py)
         res = api.verify(self._write(text), self.task_path, seeds=self.seeds, target=self.target,
                          timeout=self.timeout, cancel=self.cancel, isolate=self.isolate,
                          search_path=self.search_path, protect=self.protect)
@@ -301,7 +301,7 @@ class ToolBox:
         if self.profiler is not None:
             return ToolOutcome(self.profiler.profile(self._write(self.code), self.task_path, self.target),
                                ran="profile")
-        from ..toolchain import runner
+        from nki_agent.toolchain.isolation import runner
 
         # on a remote runner: verify + latency on its backend (measured on a device, never invented); here:
         # the embedded simulator's verdict and the cost model's estimate, labelled as such

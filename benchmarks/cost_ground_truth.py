@@ -33,7 +33,7 @@ def run_entry(entry: dict[str, Any], small: bool) -> dict[str, Any]:
     """Trace the entry once; estimate with the constants in effect (the packaged calibration unless the
     user has one) and with the documented defaults."""
     from nki_agent.toolchain.cost import constants_for, estimate
-    from nki_agent.toolchain.simulate import simulate_files
+    from nki_agent.toolchain.judging.simulate import simulate_files
 
     kernel = GROUND / entry["kernel"]
     task = GROUND / (entry["small_task"] if small else entry["task"])

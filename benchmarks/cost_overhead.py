@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _once(kernel: Path, estimate: bool) -> tuple[float, Any]:
-    from nki_agent.toolchain.simulate import simulate_files
+    from nki_agent.toolchain.judging.simulate import simulate_files
 
     recs: list[Any] = []
     t0 = time.perf_counter()

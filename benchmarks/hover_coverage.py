@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-from nki_agent.toolchain import nki_api, source_facts
+from nki_agent.toolchain.facts import nki_api
+from nki_agent.toolchain import source_facts
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from lsp_latency import Conn  # noqa: E402  (the benchmarks' shared raw LSP client)

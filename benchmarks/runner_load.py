@@ -72,7 +72,7 @@ class Runner:
 
     def __init__(self, workers: int, jobs: int, state: Path, token: str) -> None:
         self.state, self.token = state, token
-        from nki_agent.toolchain import jail
+        from nki_agent.toolchain.isolation import jail
 
         self.sandbox = jail.status().label
         argv = [sys.executable, "-m", "nki_agent", "runner", "serve", "--host", "127.0.0.1", "--port", "0",

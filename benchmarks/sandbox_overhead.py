@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-BASELINE = ("import sys\nfrom nki_agent.toolchain.verify import verify_files\n"
+BASELINE = ("import sys\nfrom nki_agent.toolchain.judging.verify import verify_files\n"
             "r = verify_files(sys.argv[1], sys.argv[2], seeds=3)\nsys.exit(0 if r.correct else 1)\n")
 
 
@@ -35,7 +35,7 @@ def _time(fn: object) -> float:
 
 
 def _baseline(kernel: str, task: str) -> None:
-    from nki_agent.toolchain import jail
+    from nki_agent.toolchain.isolation import jail
 
     env = jail.environment()
     done = subprocess.run([sys.executable, "-I", "-B", "-c", BASELINE, kernel, task], env=env, cwd=ROOT,
@@ -70,7 +70,7 @@ def _unjailed(kernel: str, task: str) -> None:
 
 def startup(n: int = 20) -> dict[str, float]:
     """Median seconds of ``python -I -S -c pass`` in a jail and outside."""
-    from nki_agent.toolchain import jail
+    from nki_agent.toolchain.isolation import jail
 
     st = jail.status()
     argv = [sys.executable, "-I", "-S", "-c", "pass"]
@@ -98,7 +98,7 @@ def main() -> int:
     ap.add_argument("--filter", default="")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
-    from nki_agent.toolchain import jail
+    from nki_agent.toolchain.isolation import jail
 
     st = jail.status()
     print(f"jail: {st.label} ({st.binary or st.reason}; seccomp {'on' if st.seccomp else 'off'})")

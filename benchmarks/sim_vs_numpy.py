@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def bench_one(kernel_path: Path, task_path: Path, repeat: int) -> dict[str, Any]:
     from nki_agent.toolchain.tasks import find_kernel, load_module, load_task
-    from nki_agent.toolchain.verify import _as_list, _extra_args, _to_np, run_reference
+    from nki_agent.toolchain.judging.verify import _as_list, _extra_args, _to_np, run_reference
 
     task = load_task(str(task_path))
     torch = sys.modules.get("torch")

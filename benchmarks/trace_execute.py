@@ -36,7 +36,8 @@ def main() -> int:
     ap.add_argument("--filter", default="")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
-    from nki_agent.toolchain import api, judge
+    from nki_agent.toolchain import api
+    from nki_agent.toolchain.judging import judge
 
     kernels = sorted(k for k in (ROOT / "examples").glob("*/kernel_*.py") if args.filter in str(k))
     rows = []

@@ -1,6 +1,6 @@
 """Signature + limits blurbs of every ``nl.*`` / ``nisa.*`` name, for hovers and the agent's ``lookup`` tool.
 
-Everything comes from the NKI API table (``toolchain/nki_api.py``): the signature of each generation
+Everything comes from the NKI API table (``toolchain/facts/nki_api.py``): the signature of each generation
 (the simulator's parameters), whether a call returns a tile, the engine the cost model runs it on, the
 blurb and the doc link. Limits are the per-target numbers of ``toolchain.targets``, filled in at render time.
 """
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..toolchain import nki_api
-from ..toolchain.nki_api import ApiRow
-from ..toolchain.targets import get_target
+from nki_agent.toolchain.facts import nki_api
+from nki_agent.toolchain.facts.nki_api import ApiRow
+from nki_agent.toolchain.facts.targets import get_target
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from ..toolchain import errors as tc_errors
+from nki_agent.toolchain.facts import errors as tc_errors
 
 # The NCC error-code pages exist only on "latest" (added after SDK 2.27); one page per code.
 NCC_DOCS = "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/compiler/error-codes"

@@ -1,6 +1,6 @@
 """Where the cost model's estimate lands in a buffer, and how it reads to people.
 
-A ``CostEstimate`` (``toolchain/protocol_cost.py``) names source lines of the text its run saw; the editor
+A ``CostEstimate`` (``toolchain/protocol/cost.py``) names source lines of the text its run saw; the editor
 shows it on the *current* text, which may have changed since. ``place`` maps the run's lines onto the
 current ones (``LineMap``: lines above and below an edit shift with it, lines inside an edited region map
 to nothing), so a hint or hover never lands on a line the estimate is not about; ``CostView`` then answers
@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from ..toolchain.protocol_cost import CostEstimate, LineCost, LoopCost
+from nki_agent.toolchain.protocol.cost import CostEstimate, LineCost, LoopCost
 
 ENGINE_NAMES = {"tensor": "TensorE", "vector": "VectorE", "scalar": "ScalarE", "gpsimd": "GpSimd", "dma": "DMA",
                 "sync": "Sync"}

@@ -1,11 +1,11 @@
 """Parameter lists of the element-wise ISA instructions in both NKI API generations, as the source rewrites
 (``tile_split``, ``migrate``) bind call arguments: classic calls return their result and take ``mask=`` and
 ``dtype=``; new calls take the destination tile first and end with ``name=``. Read from the NKI API table
-(``toolchain/nki_api.py``), whose signatures are the simulator's (``toolchain/sim/isa_api.py``)."""
+(``toolchain/facts/nki_api.py``), whose signatures are the simulator's (``toolchain/sim/isa_api.py``)."""
 
 from __future__ import annotations
 
-from ..toolchain import nki_api
+from nki_agent.toolchain.facts import nki_api
 
 ELEMENTWISE = ("tensor_tensor", "activation", "tensor_scalar", "tensor_copy", "reciprocal", "scalar_tensor_tensor",
                "tensor_reduce", "memset")

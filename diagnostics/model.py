@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..toolchain.errors import Problem, doc_url
+from nki_agent.toolchain.facts.errors import Problem, doc_url
 
 SEVERITIES = ("error", "warning", "info", "hint")
 

@@ -26,7 +26,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from ..toolchain import api
-from ..toolchain.errors import Problem
+from nki_agent.toolchain.facts.errors import Problem
 from . import sim_fix_rules
 from .ast_edit import function_at, node_span
 from .ast_edit import qual as _qual

@@ -1,6 +1,6 @@
 """The remote runner (``nki_agent.runner``): an HTTP service that verifies and times kernels for many clients.
 
-``app.py`` (FastAPI routes of the typed protocol, ``toolchain/protocol.py``), ``forge.py`` (Kernel
+``app.py`` (FastAPI routes of the typed protocol, ``toolchain/protocol/jobs.py``), ``forge.py`` (Kernel
 Forge's ``/reward`` routes on the same jobs), ``jobs.py`` (bounded queue, one job per slot / NeuronCore,
 cancel, progress), ``store.py`` (SQLite: accepted jobs survive a restart; the result cache),
 ``auth.py`` (bearer tokens, rate limits), ``backends/`` (``simulator``: the embedded toolchain in the

@@ -1,4 +1,4 @@
-"""The runner's HTTP routes (FastAPI): the typed protocol of ``toolchain/protocol.py`` over HTTP.
+"""The runner's HTTP routes (FastAPI): the typed protocol of ``toolchain/protocol/jobs.py`` over HTTP.
 
 ``GET /healthz`` (no auth) · ``GET /v1/capabilities`` · ``POST /v1/jobs`` (→ 202 + status; ``?wait=S``
 waits up to S seconds) · ``GET /v1/jobs/{id}`` · ``GET /v1/jobs/{id}/events`` (server-sent events) ·
@@ -27,7 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from nki_agent import __version__
 
-from ..toolchain.protocol import Capabilities, ErrorBody, Health, JobRequest, JobStatus, Limits
+from nki_agent.toolchain.protocol.jobs import Capabilities, ErrorBody, Health, JobRequest, JobStatus, Limits
 from . import auth
 from .config import RunnerConfig
 from .jobs import JobManager, QueueFull, Refused

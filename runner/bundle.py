@@ -26,7 +26,14 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from ..toolchain.protocol import MAX_MODULES, MAX_SOURCE_CHARS, JobResult, Location, ProblemInfo, SourceFile
+from nki_agent.toolchain.protocol.jobs import (
+    MAX_MODULES,
+    MAX_SOURCE_CHARS,
+    JobResult,
+    Location,
+    ProblemInfo,
+    SourceFile,
+)
 
 _VALID = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}\.py$")
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,60}$")

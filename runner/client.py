@@ -39,7 +39,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from nki_agent import __version__
 
-from ..toolchain.protocol import (
+from nki_agent.toolchain.protocol.jobs import (
     MAX_SEEDS,
     Capabilities,
     CompileResult,
@@ -57,12 +57,14 @@ from ..toolchain.protocol import (
     TaskDescription,
     VerifyResult,
 )
-from .bundle import BundleError, bundle
+from nki_agent.toolchain.task_discovery import inside
+
+from .bundle import BundleError, bundle, dependencies
 from .config import TOKEN_ENV
 from .layout import BundledJobRequest
 
 if TYPE_CHECKING:
-    from ..toolchain.runner import Runner
+    from nki_agent.toolchain.isolation.runner import Runner
 
 TERMINAL = ("done", "failed", "cancelled")
 DEFAULT_TIMEOUT = 60.0  # seconds, as sandbox.DEFAULT_TIMEOUT (not imported: the client stays light)
@@ -159,18 +161,27 @@ def _problem(code: str, message: str, path: str) -> ProblemInfo:
     return ProblemInfo(code=code, message=message, location=Location(path=path, line=1))
 
 
+def _outside(kernel: str, task: str, search_path: Sequence[str], roots: Sequence[str]) -> list[str]:
+    """The modules ``kernel`` and ``task`` import from outside ``roots`` (the caller chose those two; not these)."""
+    chosen = {os.path.abspath(kernel), os.path.abspath(task)}
+    return [d for d in dependencies(kernel, task, search_path) if d not in chosen and not inside(d, roots)]
+
+
 class RemoteRunner:
     """A runner service at ``url``, as the toolchain's ``Runner`` (``name`` is the URL).
 
     ``timeout``: seconds for one HTTP exchange (connect, read); a job may take its own timeout
     plus ``queue_timeout`` seconds waiting for a slot. ``transport``: an ``httpx`` transport (tests,
     proxies). ``retries``: how often a 429 / 503 is retried, waiting the server's Retry-After (at
-    most ``max_retry_wait`` seconds each)."""
+    most ``max_retry_wait`` seconds each). ``roots``: folders (real paths) the modules a job's kernel and task
+    import must lie in to be sent — one outside (a symlink out, a folder on ``search_path``) is withheld (None: no
+    such limit); the kernel and task themselves are the caller's choice."""
 
     def __init__(self, url: str, token: str | None = None, timeout: float = 30.0,
                  transport: httpx.BaseTransport | None = None, retries: int = 3, max_retry_wait: float = 30.0,
-                 queue_timeout: float = 600.0) -> None:
+                 queue_timeout: float = 600.0, roots: Sequence[str] | None = None) -> None:
         self.url = url.rstrip("/")
+        self.roots: list[str] | None = list(roots) if roots is not None else None
         self.name = self.url
         self.timeout = timeout
         self.retries = retries
@@ -417,6 +428,8 @@ class RemoteRunner:
         cancelled: Callable[[], R] = lambda: failed("sim_cancelled", "cancelled")
         if cancel is not None and cancel.is_set():
             return cancelled()
+        if self.roots is not None:
+            protect = list(protect) + _outside(kernel, task, search_path, self.roots)
         try:
             b = bundle(kernel, task, search_path, protect)
         except BundleError as e:
@@ -491,7 +504,7 @@ class RemoteRunner:
     def describe(self, task: str, *, timeout: float = 30.0, search_path: Sequence[str] = ()) -> TaskDescription:
         """Runs on this machine (``LocalRunner``, in the local jail): describing a task needs only its
         input shapes, and the runner has no route for it."""
-        from ..toolchain.runner import LocalRunner
+        from nki_agent.toolchain.isolation.runner import LocalRunner
 
         return LocalRunner().describe(task, timeout=timeout, search_path=search_path)
 

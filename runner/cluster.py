@@ -48,7 +48,7 @@ import ray
 from pydantic import TypeAdapter
 from ray import exceptions as rex
 
-from ..toolchain.protocol import (
+from nki_agent.toolchain.protocol.jobs import (
     BaselineResult,
     CompileResult,
     JobResult,

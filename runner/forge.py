@@ -75,7 +75,7 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
-from ..toolchain.protocol import (
+from nki_agent.toolchain.protocol.jobs import (
     ErrorBody,
     JobRequest,
     JobStatus,

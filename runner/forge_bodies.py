@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
 
-from ..toolchain.protocol import JobRequest, SourceFile
+from nki_agent.toolchain.protocol.jobs import JobRequest, SourceFile
 
 MAX_BATCH = 64
 MAX_DEPTH = 32  # JSON nesting a body may have (its deepest: items → item → input_specs → spec → shape)

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..toolchain.protocol import JobRequest, JobResult, JobStatus, ProgressEvent
+from nki_agent.toolchain.protocol.jobs import JobRequest, JobResult, JobStatus, ProgressEvent
 from .backends import Backend, PreparedJob, Progress, Slot
 from .fair import Fair
 from .layout import BundledJobRequest, check, prepare

@@ -1,6 +1,6 @@
 """Latency figures and the adaptive timing loop, for the kernel on a device and for the task's baseline.
 
-Who computes what: the roles that time something (``toolchain/device_role.py``, ``baseline_role.py``)
+Who computes what: the roles that time something (``toolchain/judging/device_role.py``, ``baseline_role.py``)
 only *measure* — warmup, then timed windows as ``next_window`` decides — and send the raw figures;
 the parent turns them into a ``protocol.Latency`` here (``summarize`` for raw per-iteration
 microseconds, ``summarize_percentiles`` for what ``nki.benchmark`` exposes: its percentile grid per
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..toolchain.protocol import Latency, LatencyKind
+    from nki_agent.toolchain.protocol.jobs import Latency, LatencyKind
 
 TARGET_SPREAD = 0.01  # stop once the last window's (p99 - p50) / p50 is at most 1 %
 MIN_WINDOW = 10
@@ -149,7 +149,7 @@ def summarize(samples_us: Any, *, warmup: int, source: str, window: int, kind: L
               core_id: int | None = None, target: str | None = None, limit: int = 1000) -> Latency:
     """Raw per-iteration latencies (µs) → ``Latency``: p50, p99, min, max, the true mean, std (sample),
     iterations, warmup, and the spread of the last ``window`` samples. Raises ``BadSamples``."""
-    from ..toolchain.protocol import Latency
+    from nki_agent.toolchain.protocol.jobs import Latency
 
     s = _check(samples_us, limit)
     mean = math.fsum(s) / len(s)
@@ -189,7 +189,7 @@ def summarize_percentiles(windows: Any, *, warmup: int, source: str, kind: Laten
     ``Latency``. p50 / p99 / spread are the last window's (the one the loop stopped on); min / max over
     all windows; mean and std are integrated from the percentile grid (iteration-weighted over the
     windows) — the benchmark exposes no per-iteration figures, and its p50 is not its mean."""
-    from ..toolchain.protocol import Latency
+    from nki_agent.toolchain.protocol.jobs import Latency
 
     if not isinstance(windows, (list, tuple)) or not windows:
         raise BadSamples("no benchmark windows")

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 
 from pydantic import Field
 
-from ..toolchain.protocol import MAX_MODULES, JobRequest, SourceFile
+from nki_agent.toolchain.protocol.jobs import MAX_MODULES, JobRequest, SourceFile
 from .backends import PreparedJob
 from .bundle import imported_names
 

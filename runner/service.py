@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from fastapi import FastAPI
 
-from ..toolchain import jail
+from nki_agent.toolchain.isolation import jail
 from . import auth
 from .app import Context, create_app
 from .backends import Backend

@@ -15,7 +15,7 @@ import time
 
 from pydantic import TypeAdapter
 
-from ..toolchain.protocol import JobRequest, JobResult, JobStatus
+from nki_agent.toolchain.protocol.jobs import JobRequest, JobResult, JobStatus
 from .layout import BundledJobRequest
 
 _RESULT: TypeAdapter[JobResult] = TypeAdapter(JobResult)  # type: ignore[arg-type]

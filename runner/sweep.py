@@ -15,8 +15,8 @@ import os
 import threading
 from collections.abc import Callable
 
-from ..toolchain.protocol import SeedFigures, VerifyResult
-from ..toolchain.runner import Runner
+from nki_agent.toolchain.protocol.jobs import SeedFigures, VerifyResult
+from nki_agent.toolchain.isolation.runner import Runner
 
 MAX_CASES = 8
 SETTINGS = ("reference", "Model", "get_init_inputs", "TOLERANCE", "GRID", "LNC", "KERNEL", "TARGET",

@@ -36,9 +36,9 @@ from ..diagnostics.model import Diagnostic, Fix, RelatedInfo, from_problem
 from ..diagnostics.static import Settings as CheckSettings
 from ..diagnostics.static import check_text
 from ..toolchain import api, taskless
-from ..toolchain.errors import doc_url
-from ..toolchain.protocol import SimulateResult, TraceEntry, VerifyResult
-from ..toolchain.runner import Runner
+from nki_agent.toolchain.facts.errors import doc_url
+from nki_agent.toolchain.protocol.jobs import SimulateResult, TraceEntry, VerifyResult
+from nki_agent.toolchain.isolation.runner import Runner
 from ..toolchain.source_facts import KERNEL_DEF
 from ..toolchain.task_discovery import inside
 from .documents import MAX_DOC_BYTES, Snapshot

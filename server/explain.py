@@ -16,7 +16,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from ..toolchain import errors
+from nki_agent.toolchain.facts import errors
 
 CODE_RE = re.compile(r"\b(?:err_[a-z0-9_]+|sim_[a-z0-9_]+|NCC_[A-Z]{4}\d{3}|NKI\d{3})\b")
 FILE_SAFE = re.compile(r"[A-Za-z0-9_]{1,100}")  # an error code as a file name: nothing that walks out of the folder

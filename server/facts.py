@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..diagnostics.static import dotted_name as _dotted
-from ..toolchain.protocol import TraceEntry
+from nki_agent.toolchain.protocol.jobs import TraceEntry
 from ..toolchain.source_facts import is_kernel
 
 log = logging.getLogger(__name__)

@@ -25,8 +25,8 @@ from lsprotocol import types as T
 from ..diagnostics.cost_view import CostView, place
 from ..diagnostics.model import Diagnostic, dedupe
 from ..toolchain import taskless
-from ..toolchain.errors import doc_url
-from ..toolchain.protocol import SimulateResult
+from nki_agent.toolchain.facts.errors import doc_url
+from nki_agent.toolchain.protocol.jobs import SimulateResult
 from ..toolchain.source_facts import declared_target
 from ..toolchain.task_discovery import OutsideTask, inside, missing_task, outside_task
 from . import analysis

@@ -14,7 +14,7 @@ EXAMPLES = ROOT / "examples"
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    from nki_agent.toolchain import jail, jail_cgroup
+    from nki_agent.toolchain.isolation import jail, jail_cgroup
 
     state, group = jail.status(), jail_cgroup.host()
     where = f"bwrap {state.binary}" if state.available else f"UNAVAILABLE ({state.reason})"

@@ -1,6 +1,6 @@
 """Every example kernel (examples/<task>/kernel_*.py) must verify correctly against its task.
 
-Runs the embedded simulator in-process through ``nki_agent.toolchain.verify.verify_files`` when it
+Runs the embedded simulator in-process through ``nki_agent.toolchain.judging.verify.verify_files`` when it
 is available, otherwise through the CLI (``python -m nki_agent verify ... --json``).
 """
 
@@ -18,7 +18,7 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 KERNELS = sorted(EXAMPLES.glob("*/kernel_*.py"))
 
 try:  # in-process verifier
-    from nki_agent.toolchain.verify import verify_files  # type: ignore[attr-defined]
+    from nki_agent.toolchain.judging.verify import verify_files  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - fallback before the verifier module exists
     verify_files = None
 

@@ -24,10 +24,16 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from . import runner, sandbox
-from .errors import Problem
-from .in_process import IN_PROCESS
-from .protocol import CompileResult, ProfileResult, SimulateResult, TaskDescription, VerifyResult
+from nki_agent.toolchain.isolation import runner, sandbox
+from nki_agent.toolchain.facts.errors import Problem
+from nki_agent.toolchain.judging.in_process import IN_PROCESS
+from nki_agent.toolchain.protocol.jobs import (
+    CompileResult,
+    ProfileResult,
+    SimulateResult,
+    TaskDescription,
+    VerifyResult,
+)
 
 DEFAULT_TIMEOUT = sandbox.DEFAULT_TIMEOUT
 
@@ -45,7 +51,7 @@ def verify(kernel: str, task: str, seeds: int = 3, target: str | None = None, ke
     ``protect`` names more files the kernel process may not read besides the task (e.g. the user's
     original of a kernel file that is its own task, when a candidate copy is verified)."""
     if not isolate:
-        from . import in_process
+        from nki_agent.toolchain.judging import in_process
 
         return in_process.verify(kernel, task, seeds, target, kernel_name, timeout, search_path, hidden_seeds)
     return runner.current().verify(kernel, task, seeds=seeds, target=target, kernel_name=kernel_name,
@@ -58,7 +64,7 @@ def simulate(kernel: str, task: str, target: str | None = None, kernel_name: str
              cancel: threading.Event | None = None, search_path: Sequence[str] = ()) -> SimulateResult:
     """One run of the kernel on the task's inputs for ``seed`` (no reference check): outputs, trace, peaks."""
     if not isolate:
-        from . import in_process
+        from nki_agent.toolchain.judging import in_process
 
         return in_process.simulate(kernel, task, target, kernel_name, seed, timeout, search_path)
     return runner.current().simulate(kernel, task, target=target, kernel_name=kernel_name, seed=seed,
@@ -82,7 +88,7 @@ def simulate_taskless(kernel: str, origin: str | None = None, text: str | None =
 
     def run_one(req: dict[str, object]) -> SimulateResult:
         if not isolate:
-            from . import in_process
+            from nki_agent.toolchain.judging import in_process
 
             return in_process.taskless(dict(req, time_limit=max(timeout_each - 2.0, timeout_each * 0.9)))
         return runner.LocalRunner().taskless(dict(req), timeout=timeout_each, cancel=cancel)
@@ -104,7 +110,7 @@ def estimate(kernel: str, task: str, target: str | None = None, kernel_name: str
     Always on this machine's jail (``runner.LocalRunner``), never the installed runner: an estimate is a
     model of the target and needs no device, and a remote runner's measurement must not be mixed with it."""
     if not isolate:
-        from . import in_process
+        from nki_agent.toolchain.judging import in_process
 
         return in_process.simulate(kernel, task, target, kernel_name, seed, timeout, search_path, estimate=True,
                                    timeline=timeline, arithmetic=False, sensitivities=sensitivities)
@@ -119,8 +125,8 @@ def compile(kernel: str, task: str, target: str | None = None, kernel_name: str 
     """Does the kernel compile? On the embedded toolchain: a simulated launch on seed 0's inputs
     (``compiled`` = it ran and no problem is an error; ``stage`` "compiled" or "none")."""
     if not isolate:
-        from . import in_process
-        from .results import compile_result
+        from nki_agent.toolchain.judging import in_process
+        from nki_agent.toolchain.judging.results import compile_result
 
         res = in_process.verify(kernel, task, 1, target, kernel_name, timeout, search_path)
         return compile_result(res, kernel_name)
@@ -136,8 +142,8 @@ def profile(kernel: str, task: str, seeds: int = 3, target: str | None = None, k
     "not measured" (the cost model's estimate goes in ``results.estimate_latency``); a device runner
     times ``warmup`` + up to ``iterations`` runs."""
     if not isolate:
-        from . import in_process
-        from .results import profile_result
+        from nki_agent.toolchain.judging import in_process
+        from nki_agent.toolchain.judging.results import profile_result
 
         return profile_result(in_process.verify(kernel, task, seeds, target, kernel_name, timeout, search_path,
                                                 hidden_seeds))
@@ -150,7 +156,7 @@ def describe_task(task: str, isolate: bool = True, timeout: float = 30.0,
                   search_path: Sequence[str] = ()) -> TaskDescription:
     """The task's inputs (shape, dtype per argument, seed 0) and settings, for prompts and hovers."""
     if not isolate:
-        from . import in_process
+        from nki_agent.toolchain.judging import in_process
 
         return in_process.describe(task, search_path)
     return runner.current().describe(task, timeout=timeout, search_path=search_path)

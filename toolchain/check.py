@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from .errors import NkiError, Problem, SourceLocation
+from nki_agent.toolchain.facts.errors import NkiError, Problem, SourceLocation
 from .source_facts import generation_of_tree, is_kernel
 from .tasks import MAX_SOURCE_BYTES, _read_source
 

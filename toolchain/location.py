@@ -16,7 +16,7 @@ import sysconfig
 from functools import lru_cache
 from types import CodeType, FrameType, TracebackType
 
-from .errors import SourceLocation
+from nki_agent.toolchain.facts.errors import SourceLocation
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _SKIP_PREFIXES = tuple(

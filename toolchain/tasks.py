@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .errors import NkiError, SourceLocation
+from nki_agent.toolchain.facts.errors import NkiError, SourceLocation
 from .location import traceback_location
 from .sim.kernel import Kernel
 from .shim import installed
@@ -227,7 +227,7 @@ def load_task(path: str, search_path: Sequence[str] = ()) -> Task:
 
 def describe_task(path: str, search_path: Sequence[str] = ()) -> dict[str, Any]:
     """Shapes and dtypes of the task's inputs (seed 0) and its settings; problems instead of raising."""
-    from . import dtypes
+    from nki_agent.toolchain.facts import dtypes
     from .sim.kernel import to_numpy_input
 
     out: dict[str, Any] = {"task": path, "inputs": [], "problems": []}
@@ -237,12 +237,12 @@ def describe_task(path: str, search_path: Sequence[str] = ()) -> dict[str, Any]:
         raw = task.get_inputs()
         inputs = list(raw) if isinstance(raw, (list, tuple)) else [raw]
     except NkiError as e:
-        from .errors import Problem
+        from nki_agent.toolchain.facts.errors import Problem
 
         out["problems"].append(Problem.from_error(e).as_dict())
         return out
     except Exception as e:  # the task's own code failed
-        from .errors import Problem
+        from nki_agent.toolchain.facts.errors import Problem
 
         loc = traceback_location(e.__traceback__) or SourceLocation(path, 1)
         out["problems"].append(Problem("sim_task_error", f"{type(e).__name__} in task code: {e}", location=loc).as_dict())

@@ -1,6 +1,6 @@
 """Runs the as-you-type static checks over every file of the public kernel corpus; any diagnostic on
 these (valid, published) kernels is a false-positive candidate. Also runs the kernel role's tamper
-tripwire (``toolchain/tamper.py``) and lists what it would refuse to load.
+tripwire (``toolchain/isolation/tamper.py``) and lists what it would refuse to load.
 
 Run: ``NKI_CORPUS_MIRRORS=DIR .venv/bin/python benchmarks/corpus/static_corpus.py [--manifest TSV]``.
 Files are read with ``git show COMMIT:PATH`` from the bare mirrors; nothing is written to disk.
@@ -37,7 +37,7 @@ def main(argv: list[str]) -> int:
     if not args.mirrors:
         ap.error("--mirrors or NKI_CORPUS_MIRRORS is required")
     from nki_agent.diagnostics.static import check_text
-    from nki_agent.toolchain.tamper import findings
+    from nki_agent.toolchain.isolation.tamper import findings
 
     rows = list(csv.DictReader(open(args.manifest, encoding="utf-8"), delimiter="\t"))
     checked = flagged = missing = tampered = 0

@@ -25,7 +25,7 @@ import re
 import threading
 from typing import Any
 
-from ...toolchain.errors import doc_url
+from nki_agent.toolchain.facts.errors import doc_url
 from ..model import Diagnostic
 from . import parallel, source
 from .analyse import (

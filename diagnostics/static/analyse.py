@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...toolchain import source_facts
-from ...toolchain.errors import doc_url
-from ...toolchain.targets import resolve_target
+from nki_agent.toolchain.facts.errors import doc_url
+from nki_agent.toolchain.facts.targets import resolve_target
 from ..model import Diagnostic, Fix, TextEdit
 from . import rules as rules_pkg
 from . import source

@@ -16,7 +16,7 @@ from .shapes import allocation_shape, arange_index, call_result, index_subscript
 from .values import (UNKNOWN, BufferV, DsV, DtypeV, IndexV, IntV, ParDimV, ShapeV, TileV, TupleV, UnknownV, Value, broadcast,
                      is_arange_index, join, known_int)
 
-from ...toolchain import nki_api
+from nki_agent.toolchain.facts import nki_api
 
 # nl.tile_size constants (NKI tiling overview); the same on every target.
 TILE_SIZE = {"pmax": 128, "psum_fmax": 512, "psum_bank_fmax": 512, "gemm_stationary_fmax": 128,
@@ -25,7 +25,7 @@ DTYPE_BYTES = {"float32": 4, "tfloat32": 4, "int32": 4, "uint32": 4, "float16": 
                "uint16": 2, "int8": 1, "uint8": 1, "bool_": 1, "float8_e4m3": 1, "float8_e5m2": 1,
                "float8_e4m3fn": 1, "fp32": 4, "bf16": 2, "fp16": 2}
 # APIs whose result is certainly a tile (everything else, e.g. program_id or get_nc_version, is not): the NKI
-# API table's (toolchain/nki_api.py), per generation; a "mixed" file counts the classic ISA forms
+# API table's (toolchain/facts/nki_api.py), per generation; a "mixed" file counts the classic ISA forms
 NL_TILE_RESULTS = nki_api.tile_results("nl", "classic") | nki_api.tile_results("nl", "new")
 CLASSIC_ISA_TILE_RESULTS = nki_api.tile_results("nisa", "classic")
 NEW_ISA_TILE_RESULTS = nki_api.tile_results("nisa", "new")

@@ -1,7 +1,7 @@
 """Shape inference of the static interpreter (``interp.py``): what shape (and dtype, buffer) an NKI value gets.
 
 ``call_result`` is the tile an NKI API call returns, by the NKI API table's ``result`` kind
-(``toolchain/nki_api.py``): elementwise ops broadcast their tiles, loads and ``*_like`` results copy a source,
+(``toolchain/facts/nki_api.py``): elementwise ops broadcast their tiles, loads and ``*_like`` results copy a source,
 transposes reverse it, reductions drop (or keep) their axes, matmuls are ``(M, N)``, ``broadcast_to`` / memset
 take their ``shape`` argument, iota its index's. ``allocation_shape`` is an allocation's (an
 ``nl.par_dim`` in it moves the partition axis). ``tile_subscript`` is a tile's view (slices, an int index that
@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
-from ...toolchain import nki_api
+from nki_agent.toolchain.facts import nki_api
 from .values import UNKNOWN, BufferV, DtypeV, IndexV, IntV, ParDimV, ShapeV, TileV, TupleV, Value, broadcast, known_int
 
 _PROBES = (0, 1, 2, 5, 11)  # values tried for unknown ints when measuring a slice's extent (hi - lo)

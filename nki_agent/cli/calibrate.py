@@ -33,7 +33,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..toolchain import api
-from ..toolchain.protocol_cost import CostEstimate
+from nki_agent.toolchain.protocol.cost import CostEstimate
 from . import cost_view, measurements, options
 from .render import console, err_console
 

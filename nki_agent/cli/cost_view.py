@@ -13,7 +13,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from ..toolchain.protocol_cost import CostEstimate
+from nki_agent.toolchain.protocol.cost import CostEstimate
 
 TOP = 10  # lines and loops shown: the rest is in --json
 

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from ..toolchain import api
 from ..toolchain.check import check_file
-from ..toolchain.protocol import VerifyResult
+from nki_agent.toolchain.protocol.jobs import VerifyResult
 from . import options
 from .render import console, print_json
 

@@ -17,7 +17,7 @@ from ..agent.loop import AgentConfig, Event, run_agent
 from ..agent.router import Router
 from ..agent.snapshot import Snapshot, apply_if_current
 from ..agent.trajectory import default_dir, mark_accepted
-from ..toolchain.task_discovery import SELF, discover
+from ..toolchain.task_discovery import SELF
 from . import options, remote
 from .render import console, print_json
 
@@ -59,8 +59,9 @@ def command(
         console.print(f"[red]cannot read {kernel}: {e}[/red]")
         raise typer.Exit(2) from None
     self_task = False
+    named_task = task
     if task is None:
-        ref = discover(os.path.abspath(kernel), text, {}, None)
+        ref = remote.discover_task(kernel, text, runner_url)
         if ref is None:
             console.print(f"[red]no task for {kernel}[/red]: pass --task, add a `# nki-task: path` comment, define "
                           "get_inputs() in the kernel file, or put a task.py next to it")
@@ -80,7 +81,7 @@ def command(
         if e.kind in ("turn", "result", "route") and not json_out:
             console.print(f"[dim]{e.message}[/dim]  (${e.dollars:.4f}, {e.tokens} tokens)", highlight=False)
 
-    with remote.use_runner(runner_url, token_file):  # candidates are compiled and verified on the runner
+    with remote.use_runner(runner_url, token_file, roots=remote.scope(kernel, named_task)):  # candidates are compiled and verified on the runner
         res = run_agent(snap, os.path.abspath(kernel), task, Router(tiers), cfg, self_task=self_task, on_event=show)
     applied = False
     refused = res.edit is not None and not res.trusted(trust_local)

@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from ..toolchain.targets import TARGETS
+from nki_agent.toolchain.facts.targets import TARGETS
 
 TARGET_HELP = f"Hardware target whose limits apply: {', '.join(TARGETS)} (default: trn1 for classic kernels, trn3 for new-API kernels, as the SDK simulators)."
 
@@ -21,7 +21,7 @@ InProcess = typer.Option(False, "--in-process", help="Run in this process instea
 def validate_target(target: Optional[str]) -> Optional[str]:
     if target is None:
         return None
-    from ..toolchain.targets import get_target
+    from nki_agent.toolchain.facts.targets import get_target
 
     try:
         return get_target(target).name

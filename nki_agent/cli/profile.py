@@ -27,9 +27,9 @@ from rich.text import Text
 
 from ..diagnostics.model import from_problem
 from ..toolchain import api
-from ..toolchain.protocol import Latency, ProfileResult
-from ..toolchain.protocol_cost import CostEstimate
-from ..toolchain.results import estimate_latency
+from nki_agent.toolchain.protocol.jobs import Latency, ProfileResult
+from nki_agent.toolchain.protocol.cost import CostEstimate
+from nki_agent.toolchain.judging.results import estimate_latency
 from . import cost_view, measurements, options, remote, timeline_svg
 from .render import console, err_console, print_diagnostics, print_json
 
@@ -92,7 +92,7 @@ def command(
     """Verify a kernel and report its latency: measured on a Trainium runner, estimated by the cost model."""
     target = options.validate_target(target)
     svg = _timeline_path(timeline)
-    with remote.use_runner(runner_url, token_file):
+    with remote.use_runner(runner_url, token_file, roots=remote.scope(kernel, task)):
         res = api.profile(kernel, task, seeds=seeds, target=target, kernel_name=kernel_name, timeout=timeout,
                           warmup=warmup, iterations=iterations)
     traced = None

@@ -16,13 +16,15 @@ the client ends the command with one message on stderr and exit status 3 (1 stay
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import typer
 
 from ..runner.token_file import TokenFileError, read_token_file
+from ..toolchain.task_discovery import TaskRef, discover, outside_task
 from .render import err_console
 
 if TYPE_CHECKING:
@@ -53,18 +55,41 @@ def validate_url(url: str) -> str:
     return url
 
 
+def scope(*named: str | None) -> list[str]:
+    """What a command may send to a runner: the current folder and the folders of the files the user named on
+    the command line (a task found by discovery, or a module imported from elsewhere, is not named)."""
+    return [os.getcwd(), *(os.path.dirname(os.path.abspath(p)) for p in named if p)]
+
+
+def discover_task(kernel: str, text: str, runner_url: str | None) -> TaskRef | None:
+    """The task of ``kernel`` as the editor discovers it (relative to the current folder). With a runner, a task
+    a comment names outside ``scope(kernel)`` is an error: it would be sent without the user having named it."""
+    if not runner_url:
+        return discover(os.path.abspath(kernel), text, {}, os.getcwd())
+    roots = scope(kernel)
+    away = outside_task(os.path.abspath(kernel), text, {}, os.getcwd(), roots)
+    if away is not None:
+        raise typer.BadParameter(f"the task {away.written} ({away.how}) of {kernel} is {away.real}, outside "
+                                 f"{' and '.join(dict.fromkeys(roots))}: it is sent to a runner only when you name it "
+                                 "with --task", param_hint="--runner")
+    return discover(os.path.abspath(kernel), text, {}, os.getcwd(), roots)
+
+
 @contextmanager
-def use_runner(url: str | None, token_file: str | None = None, timeout: float = 30.0) -> Iterator[RemoteRunner | None]:
+def use_runner(url: str | None, token_file: str | None = None, timeout: float = 30.0,
+               roots: Sequence[str] | None = None) -> Iterator[RemoteRunner | None]:
     """Inside the block, every toolchain job runs on the runner at ``url`` (None: locally, nothing changes);
     the previous runner is restored after it. A ``RunnerError`` raised inside the block is printed and
-    ends the command with exit status ``RUNNER_FAILED``."""
+    ends the command with exit status ``RUNNER_FAILED``. A module the kernel or task imports is sent only from
+    inside ``roots`` (default: the current folder; see ``scope``); one outside is withheld."""
     if not url:
         yield None
         return
     from ..runner.client import RemoteRunner, RunnerError
-    from ..toolchain import runner
+    from nki_agent.toolchain.isolation import runner
 
-    remote = RemoteRunner(validate_url(url), token=read_token(token_file), timeout=timeout)  # None: the env's
+    remote = RemoteRunner(validate_url(url), token=read_token(token_file), timeout=timeout,  # token None: the env's
+                          roots=list(roots) if roots is not None else scope())
     previous = runner.use(remote)
     try:
         yield remote

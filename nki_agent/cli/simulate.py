@@ -17,8 +17,8 @@ import typer
 
 from ..diagnostics.model import Diagnostic, from_problem
 from ..toolchain import api, taskless
-from ..toolchain.protocol import SimulateResult
-from ..toolchain.task_discovery import SELF, discover
+from nki_agent.toolchain.protocol.jobs import SimulateResult
+from ..toolchain.task_discovery import SELF
 from . import options, remote
 from .render import console, print_diagnostics, print_json
 
@@ -47,7 +47,7 @@ def command(
     text: str | None = None
     if task is None:
         text = _read(kernel)
-        ref = discover(kernel, text, {}, os.getcwd()) if text is not None else None
+        ref = remote.discover_task(kernel, text, runner_url) if text is not None else None
         if ref is not None:
             task = kernel if ref.path == SELF else ref.path
         elif runner_url:
@@ -56,7 +56,7 @@ def command(
     if task is None:
         res = api.simulate_taskless(kernel, root=os.getcwd(), target=target, isolate=not in_process, timeout=timeout)
     else:
-        with remote.use_runner(runner_url, token_file):
+        with remote.use_runner(runner_url, token_file, roots=remote.scope(kernel)):
             res = api.simulate(kernel, task, target, kernel_name, seed, isolate=not in_process, timeout=timeout)
     diags = [from_problem(p, "nki-sim", kernel) for p in res.problem_list()]
     what = {"task": f"on the inputs of {task}", "main": "via __main__", "test": f"via {res.via_test}",

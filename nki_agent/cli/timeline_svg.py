@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
-from ..toolchain.protocol_cost import CostEstimate, TimelineBar
+from nki_agent.toolchain.protocol.cost import CostEstimate, TimelineBar
 
 PLOT_W = 1100  # px of the time axis: wide enough for a laptop screen, narrow enough for a README
 LABEL_W = 92  # lane labels on the left

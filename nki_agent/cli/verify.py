@@ -8,7 +8,7 @@ import typer
 
 from ..diagnostics.model import from_problem
 from ..toolchain import api
-from ..toolchain.protocol import VerifyResult
+from nki_agent.toolchain.protocol.jobs import VerifyResult
 from . import options, remote
 from .render import console, print_diagnostics, print_json
 
@@ -40,7 +40,7 @@ def command(
     target = options.validate_target(target)
     if runner_url and in_process:
         raise typer.BadParameter("--in-process runs here; it cannot be combined with --runner", param_hint="--runner")
-    with remote.use_runner(runner_url, token_file):
+    with remote.use_runner(runner_url, token_file, roots=remote.scope(kernel, task)):
         res = api.verify(kernel, task, seeds, target, kernel_name, isolate=not in_process, timeout=timeout)
     diags = [from_problem(p, "nki-sim", kernel) for p in res.problem_list()]
     if json_out:

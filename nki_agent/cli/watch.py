@@ -25,7 +25,7 @@ import typer
 
 from ..runner.bundle import BundleError, dependencies, read_source
 from ..toolchain import api
-from ..toolchain.protocol import VerifyResult
+from nki_agent.toolchain.protocol.jobs import VerifyResult
 from ..toolchain.source_facts import KERNEL_DECORATOR_LINE
 from ..toolchain.task_discovery import SELF, discover
 from . import options, remote
@@ -105,6 +105,7 @@ class Watcher:
         self.pending: dict[str, float] = {}  # kernel -> when its quiet period ends
         self.cond = threading.Condition()
         self.failed: set[str] = set()
+        self.roots: list[str] | None = None  # with a runner: a discovered task outside these is not used
 
     # ------------------------------------------------------------------ what is watched
 
@@ -112,7 +113,7 @@ class Watcher:
         if self.task:
             return self.task
         try:
-            ref = discover(path, read_source(path), {}, self.root)
+            ref = discover(path, read_source(path), {}, self.root, self.roots)
         except BundleError:
             return None
         if ref is None:
@@ -242,7 +243,9 @@ def command(
     if task is not None and not os.path.isfile(task):
         raise typer.BadParameter(f"no such file: {task}", param_hint="--task")
     watcher = Watcher(folder, task, seeds, target, timeout, lambda s: console.print(s, markup=False))
-    with remote.use_runner(runner_url, token_file):
+    if runner_url:
+        watcher.roots = remote.scope() + [os.path.abspath(folder)]
+    with remote.use_runner(runner_url, token_file, roots=remote.scope(task) + [os.path.abspath(folder)]):
         kernels = watcher.scan()
         if not kernels:
             console.print(f"no kernel files (@nki.jit) under {folder}", markup=False)

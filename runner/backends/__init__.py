@@ -1,8 +1,8 @@
 """What a runner backend is: it runs one prepared job on one slot and returns the job's typed result.
 
 A backend never trusts the job: every piece of user code (kernel, task, sibling modules) runs in the
-OS jail of ``toolchain/sandbox.py``; verdicts are computed outside the kernel's process
-(``toolchain/judge.py``). The job manager (``jobs.py``) owns queueing, slots and cancellation.
+OS jail of ``toolchain/isolation/sandbox.py``; verdicts are computed outside the kernel's process
+(``toolchain/judging/judge.py``). The job manager (``jobs.py``) owns queueing, slots and cancellation.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ...toolchain.protocol import JobRequest, JobResult, LatencyKind
+from nki_agent.toolchain.protocol.jobs import JobRequest, JobResult, LatencyKind
 
 Progress = Callable[[str], None]
 

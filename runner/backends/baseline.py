@@ -1,6 +1,6 @@
 """The ``baseline`` op of both backends: the task's reference timed in its own jail, labelled where it ran.
 
-``run_baseline`` starts the baseline role (``toolchain/baseline_role.py``: task code only) with the
+``run_baseline`` starts the baseline role (``toolchain/judging/baseline_role.py``: task code only) with the
 job's loop policy — on the neuron backend with the slot's device and ``NEURON_RT_VISIBLE_CORES``, so
 torch-neuronx runs it on that NeuronCore; elsewhere, or without torch-neuronx, it runs on the CPU and
 says so (``label``, and an info problem with the reason). The role sends raw per-iteration
@@ -18,9 +18,9 @@ import threading
 import time
 from typing import Any
 
-from ...toolchain import sandbox
-from ...toolchain.errors import Problem, SourceLocation
-from ...toolchain.protocol import BaselineResult, Latency, ProblemInfo
+from nki_agent.toolchain.isolation import sandbox
+from nki_agent.toolchain.facts.errors import Problem, SourceLocation
+from nki_agent.toolchain.protocol.jobs import BaselineResult, Latency, ProblemInfo
 from ..latency import BadSamples, LoopPolicy, summarize
 from . import PreparedJob, Slot
 

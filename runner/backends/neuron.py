@@ -10,7 +10,7 @@ else the ``/dev/neuron*`` count × cores per device. ``slots(workers)`` gives on
 ``NEURON_RT_VISIBLE_CORES=<core_id>``:
 
 - ``verify``: ``judge.verify`` with the device kernel role (``kernel_extra={"role": "device"}``,
-  ``toolchain/device_role.py``) and one hidden seed; the verdict is computed in this process from the
+  ``toolchain/judging/device_role.py``) and one hidden seed; the verdict is computed in this process from the
   reference worker's arrays.
 - ``compile``: a launch on seed 0's inputs (the SDK compiles on the device), as ``results.compile_result``.
 - ``profile``: the verification, then — if correct — the timing job (``timing.py``: one checked
@@ -40,10 +40,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...toolchain import jail
-from ...toolchain.device_sdk import CLASSIC, NEW, generation_of
-from ...toolchain.errors import Problem, SourceLocation
-from ...toolchain.protocol import (
+from nki_agent.toolchain.isolation import jail
+from nki_agent.toolchain.judging.device_sdk import CLASSIC, NEW, generation_of
+from nki_agent.toolchain.facts.errors import Problem, SourceLocation
+from nki_agent.toolchain.protocol.jobs import (
     CompileResult,
     JobResult,
     Latency,
@@ -160,7 +160,7 @@ class NeuronBackend:
             return _empty(r.op, job, failed, self.topology.target)
         if r.op == "compile":
             v = self._verify(job, slot, cancel, seeds=1, hidden=0)
-            from ...toolchain.results import compile_result
+            from nki_agent.toolchain.judging.results import compile_result
 
             return _neuron(compile_result(v, r.kernel_name))
         v = self._verify(job, slot, cancel, seeds=r.seeds, hidden=HIDDEN_SEEDS)
@@ -186,7 +186,7 @@ class NeuronBackend:
             what = "neuronx-cc (neuronxcc.nki, the classic API)" if gen == CLASSIC else "the nki package (new API)"
             return _problem("runner_sdk_missing", f"the Neuron SDK is not installed on this runner: {what} is not "
                             "importable here, so this kernel cannot run on the device", path)
-        from ...toolchain import judge
+        from nki_agent.toolchain.judging import judge
 
         params = inspect.signature(judge.verify).parameters
         if not {"hidden_seeds", "kernel_extra", "devices", "env"} <= set(params):
@@ -195,7 +195,7 @@ class NeuronBackend:
         return None
 
     def _verify(self, job: PreparedJob, slot: Slot, cancel: threading.Event, seeds: int, hidden: int) -> VerifyResult:
-        from ...toolchain import judge
+        from nki_agent.toolchain.judging import judge
 
         r = job.request
         raw = judge.verify(job.kernel_path, job.task_path, seeds, r.target, r.kernel_name, r.timeout_s, cancel,
@@ -229,7 +229,7 @@ class NeuronBackend:
         return out
 
     def _simulate(self, job: PreparedJob, cancel: threading.Event) -> SimulateResult:
-        from ...toolchain.runner import LocalRunner  # this machine's jail, never the process-wide runner
+        from nki_agent.toolchain.isolation.runner import LocalRunner  # this machine's jail, never the process-wide runner
 
         r = job.request
         res = LocalRunner().simulate(job.kernel_path, job.task_path, target=r.target, kernel_name=r.kernel_name,

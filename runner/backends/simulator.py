@@ -1,4 +1,4 @@
-"""The ``simulator`` backend: the embedded NKI toolchain, every job in the OS jail of ``toolchain/sandbox.py``.
+"""The ``simulator`` backend: the embedded NKI toolchain, every job in the OS jail of ``toolchain/isolation/sandbox.py``.
 
 compile / simulate / verify / profile go through ``toolchain.runner.LocalRunner`` exactly as local tools do (the
 verdict judged outside the kernel's process, plus one hidden seed the client never sees); latency
@@ -16,9 +16,9 @@ from typing import Any
 
 from nki_agent import __version__
 
-from ...toolchain import jail
-from ...toolchain.protocol import JobResult, VerifyResult
-from ...toolchain.runner import LocalRunner
+from nki_agent.toolchain.isolation import jail
+from nki_agent.toolchain.protocol.jobs import JobResult, VerifyResult
+from nki_agent.toolchain.isolation.runner import LocalRunner
 from ..sweep import sweep
 from . import BackendInfo, PreparedJob, Progress, Slot
 

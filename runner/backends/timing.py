@@ -2,7 +2,7 @@
 
 After the verification (``judge.verify``, with its hidden seed), ``time_on_device`` starts two jails
 as a verification does: the reference role draws seed 0 (task code only) and the device kernel role
-(``toolchain/device_role.py``, ``mode: "time"``; only the slot's device and core) receives its
+(``toolchain/judging/device_role.py``, ``mode: "time"``; only the slot's device and core) receives its
 arguments, launches the kernel once — its outputs are compared here with the reference's, and a
 timed kernel whose launch is wrong gets no latency — then times that launch and sends the raw
 figures. ``runner/latency.py`` turns them into the ``Latency``; nothing the kernel's process
@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from ...toolchain import sandbox
-from ...toolchain.errors import Problem, SourceLocation
-from ...toolchain.protocol import Latency, ProblemInfo
+from nki_agent.toolchain.isolation import sandbox
+from nki_agent.toolchain.facts.errors import Problem, SourceLocation
+from nki_agent.toolchain.protocol.jobs import Latency, ProblemInfo
 from ..latency import BadSamples, LoopPolicy, summarize, summarize_percentiles
 from . import PreparedJob, Slot
 
@@ -150,8 +150,8 @@ def _relay(ref: sandbox.Worker, ker: sandbox.Worker) -> tuple[dict[str, Any] | N
 
 def _correct(settings: dict[str, Any], run: tuple[dict[str, Any], list[np.ndarray | None]],
              expected: list[np.ndarray]) -> bool:
-    from ...toolchain.roles import _task_settings
-    from ...toolchain.verify import _compare_all
+    from nki_agent.toolchain.judging.roles import _task_settings
+    from nki_agent.toolchain.judging.verify import _compare_all
 
     header, arrays = run
     try:

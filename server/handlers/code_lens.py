@@ -18,7 +18,7 @@ from lsprotocol import types as T
 
 from ...diagnostics.cost_view import CostView
 from ...toolchain import taskless
-from ...toolchain.protocol import ProfileResult, SimulateResult, VerifyResult
+from nki_agent.toolchain.protocol.jobs import ProfileResult, SimulateResult, VerifyResult
 from .. import analysis
 from ..positions import to_lsp
 from .commands import VERIFY

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types as T
 
-from ...toolchain.protocol import VerifyResult
+from nki_agent.toolchain.protocol.jobs import VerifyResult
 from ..convert import file_uri
 from ..explain import explain, explain_file
 

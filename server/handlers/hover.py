@@ -22,9 +22,9 @@ from lsprotocol import types as T
 
 from ...diagnostics import api_reference as api_table
 from ...diagnostics.cost_view import CostView, estimate_markdown, line_phrase, loop_phrase
-from ...toolchain.protocol import ProfileResult, VerifyResult
+from nki_agent.toolchain.protocol.jobs import ProfileResult, VerifyResult
 from ...toolchain.source_facts import declared_target, generation_of_modules, namespace_of
-from ...toolchain.targets import get_target, resolve_target
+from nki_agent.toolchain.facts.targets import get_target, resolve_target
 from ..explain import code_at, explain
 from ..facts import Facts, TensorFact, fact_at, simulation_facts
 from ..positions import utf16_to_index

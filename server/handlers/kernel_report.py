@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 from ...cli import timeline_svg
 from ...toolchain import api
-from ...toolchain.protocol import ProfileResult, SimulateResult, VerifyResult
-from ...toolchain.protocol_cost import CostEstimate
+from nki_agent.toolchain.protocol.jobs import ProfileResult, SimulateResult, VerifyResult
+from nki_agent.toolchain.protocol.cost import CostEstimate
 from ..tasks import SELF
 
 if TYPE_CHECKING:

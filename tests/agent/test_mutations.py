@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from nki_agent.agent import mutations as mu
 from nki_agent.toolchain import api
-from nki_agent.toolchain.protocol import VerifyResult
+from nki_agent.toolchain.protocol.jobs import VerifyResult
 
 # What the sample's first mutant of each operator must be diagnosed as: the documented ids the embedded
 # toolchain raises for that bug (the other operators' bugs surface in several ways, see --check).

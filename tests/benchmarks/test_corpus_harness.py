@@ -228,7 +228,7 @@ def test_classify_nki_error_with_code_and_line() -> None:
                     ("/repo/toolchain/sim/kernel.py", 156, "launch"),
                     (f"{TMP}/kernels/add.py", 13, "add_kernel"),
                     ("/repo/toolchain/sim/tensor.py", 91, "allocate"),
-                    last=f"nki_agent.toolchain.errors.NkiError: {TMP}/kernels/add.py:13: "
+                    last=f"nki_agent.toolchain.facts.errors.NkiError: {TMP}/kernels/add.py:13: "
                          "[err_num_partition_exceed_arch_limit] number of partitions 256 of tensor 'a_tile' "
                          "[256, 512] exceed architecture limitation of 128.")
     res = classify(SCRIPT, 1, "", err, False, TMP)

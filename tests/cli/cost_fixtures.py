@@ -7,7 +7,7 @@ critical path. ``hostile_api`` is an API name made of everything an SVG or a ter
 
 from __future__ import annotations
 
-from nki_agent.toolchain.protocol_cost import CostEstimate, EngineBusy, LineCost, LoopCost, TimelineBar
+from nki_agent.toolchain.protocol.cost import CostEstimate, EngineBusy, LineCost, LoopCost, TimelineBar
 
 HOSTILE_API = '<script>alert("x")</script> & ]]> \x00\x1b[31m [bold]red[/bold] \'q\''
 LANES = (("TensorE", "tensor"), ("VectorE", "vector"), ("ScalarE", "scalar"), ("GpSimd", "gpsimd"),

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from cost_fixtures import estimate
 from nki_agent.runner.backends import BackendInfo, PreparedJob, Progress, Slot
-from nki_agent.toolchain.protocol import JobResult, Latency, ProfileResult, SeedFigures
+from nki_agent.toolchain.protocol.jobs import JobResult, Latency, ProfileResult, SeedFigures
 from typer.testing import CliRunner
 
 from nki_agent.cli import measurements

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 from cost_fixtures import HOSTILE_API, estimate
 from nki_agent.toolchain import api
-from nki_agent.toolchain.protocol import Latency, ProfileResult, SeedFigures, SimulateResult
-from nki_agent.toolchain.protocol_cost import CostEstimate
+from nki_agent.toolchain.protocol.jobs import Latency, ProfileResult, SeedFigures, SimulateResult
+from nki_agent.toolchain.protocol.cost import CostEstimate
 from rich.console import Console
 from typer.testing import CliRunner
 

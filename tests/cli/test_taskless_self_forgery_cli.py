@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from nki_agent.toolchain import jail
+from nki_agent.toolchain.isolation import jail
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "taskless" / "hostile" / "self_forgery"

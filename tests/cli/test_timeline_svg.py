@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from cost_fixtures import HOSTILE_API, estimate
-from nki_agent.toolchain.protocol_cost import TimelineBar
+from nki_agent.toolchain.protocol.cost import TimelineBar
 
 from nki_agent.cli import timeline_svg
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from nki_agent.toolchain.cost import FREE, Constants, constants_for, estimate
 from nki_agent.toolchain.cost.attribution import MAX_BARS
-from nki_agent.toolchain.protocol_cost import CostEstimate
+from nki_agent.toolchain.protocol.cost import CostEstimate
 from nki_agent.toolchain.sim.trace import Trace
 from trace_builders import TB, matmul_tiled
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from nki_agent.diagnostics import catalog
-from nki_agent.toolchain import errors
+from nki_agent.toolchain.facts import errors
 
 DOC = Path(__file__).resolve().parents[3] / "shared" / "docs" / "nki-errors.md"
 

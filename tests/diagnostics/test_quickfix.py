@@ -12,7 +12,7 @@ from nki_agent.diagnostics.migrate import migrate_to_new_api
 from nki_agent.diagnostics.model import Fix, TextEdit
 from nki_agent.diagnostics.static import Settings, check_text
 from nki_agent.diagnostics.static.rules import classic_on_new_sdk
-from nki_agent.toolchain.verify import verify_files
+from nki_agent.toolchain.judging.verify import verify_files
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "quickfix"
 CASES = sorted(FIXTURES.glob("*.py"))

@@ -11,8 +11,8 @@ from nki_agent.diagnostics.fixes import apply_edits
 from nki_agent.diagnostics.model import Fix, TextEdit, from_problem
 from nki_agent.diagnostics.sim_fixes import fixes_for, migrate_to_new_api, verified
 from nki_agent.diagnostics.static import check_text
-from nki_agent.toolchain.errors import Problem, SourceLocation
-from nki_agent.toolchain.verify import verify_files
+from nki_agent.toolchain.facts.errors import Problem, SourceLocation
+from nki_agent.toolchain.judging.verify import verify_files
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 SIM = FIXTURES / "sim_fixes"

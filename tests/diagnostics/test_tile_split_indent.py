@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from nki_agent.diagnostics.fixes import apply_edits, verified_fixes
 from nki_agent.diagnostics.static import check_text
-from nki_agent.toolchain.verify import verify_files
+from nki_agent.toolchain.judging.verify import verify_files
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "quickfix"
 SPLITS = sorted(FIXTURES.glob("partition_split_*.py"))

@@ -22,7 +22,7 @@ import time
 from typing import Any
 
 from nki_agent.runner.backends import BackendInfo, PreparedJob, Progress, Slot
-from nki_agent.toolchain.protocol import JobResult, VerifyResult
+from nki_agent.toolchain.protocol.jobs import JobResult, VerifyResult
 
 PREFIX = "# probe "
 

@@ -46,7 +46,7 @@ import uvicorn
 from nki_agent.runner import service
 from nki_agent.runner.client import RemoteRunner
 from nki_agent.runner.config import TOKEN_ENV, RunnerConfig
-from nki_agent.toolchain import jail
+from nki_agent.toolchain.isolation import jail
 
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 60.0  # a loaded machine may take a while to import FastAPI in a fresh process

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from nki_agent.runner.backends import PreparedJob
 from nki_agent.runner.backends.baseline import SDK_PATH_VAR
-from nki_agent.toolchain import jail
-from nki_agent.toolchain.protocol import JobRequest, SourceFile
+from nki_agent.toolchain.isolation import jail
+from nki_agent.toolchain.protocol.jobs import JobRequest, SourceFile
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE = ROOT / "tests" / "fixtures" / "fake_neuron"

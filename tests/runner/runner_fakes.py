@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 from nki_agent.runner.backends import BackendInfo, PreparedJob, Progress, Slot
 from nki_agent.runner.config import RunnerConfig
 from nki_agent.runner.service import Runner, build
-from nki_agent.toolchain.protocol import JobResult, ProblemInfo, VerifyResult
+from nki_agent.toolchain.protocol.jobs import JobResult, ProblemInfo, VerifyResult
 
 KERNEL = "def nki_kernel(a):\n    return a\n"
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from nki_agent.runner.bundle import BundleError, PathMap, bundle, dependencies, imported_names, safe_name
-from nki_agent.toolchain.protocol import MAX_MODULES, Location, ProblemInfo, VerifyResult
+from nki_agent.toolchain.protocol.jobs import MAX_MODULES, Location, ProblemInfo, VerifyResult
 from remote_kernels import sibling_project
 
 

@@ -65,8 +65,8 @@ def test_runner_and_in_process_do_not_mix(dead_url: str) -> None:
 def test_the_agents_profile_tool_asks_the_runner(runner_process) -> None:
     from nki_agent.agent.tools import ToolBox
     from nki_agent.runner.client import RemoteRunner
-    from nki_agent.toolchain import runner
-    from nki_agent.toolchain.protocol import ProfileResult
+    from nki_agent.toolchain.isolation import runner
+    from nki_agent.toolchain.protocol.jobs import ProfileResult
 
     kernel, task = L1_ADD / "kernel_classic.py", L1_ADD / "task.py"
     tools = ToolBox(str(kernel), kernel.read_text(), str(task), seeds=1)
@@ -88,3 +88,20 @@ def test_the_agents_profile_tool_asks_the_runner(runner_process) -> None:
         assert " est. " in out.content and out.result.latency.kind == "estimated"
     finally:
         tools.close()
+
+
+def test_a_task_a_comment_names_outside_the_folder_is_not_sent(dead_url: str, tmp_path: Path) -> None:
+    """A cloned kernel's ``# nki-task: /elsewhere`` is not sent to a runner unless the user names it with --task."""
+    proj, elsewhere = tmp_path / "proj", tmp_path / "elsewhere"
+    proj.mkdir()
+    elsewhere.mkdir()
+    shutil.copy(L1_ADD / "task.py", elsewhere / "task.py")
+    kernel = proj / "kernel.py"
+    kernel.write_text(f"# nki-task: {elsewhere / 'task.py'}\n" + (L1_ADD / "kernel_new.py").read_text())
+    for cmd in ("simulate", "fix"):
+        proc = _cli(cmd, str(kernel), "--runner", dead_url, cwd=proj)
+        assert proc.returncode == 2, proc.stdout + proc.stderr  # a usage error, before anything is sent
+        assert "outside" in proc.stderr and "--task" in proc.stderr
+    # named on the command line, it is the user's choice: the command goes on to the (dead) runner
+    proc = _cli("simulate", str(kernel), "--task", str(elsewhere / "task.py"), "--runner", dead_url, cwd=proj)
+    assert proc.returncode == 3, proc.stdout + proc.stderr

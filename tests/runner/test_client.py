@@ -23,8 +23,9 @@ from nki_agent.runner.client import (
     RunnerRefused,
     RunnerUnavailable,
 )
-from nki_agent.toolchain import api, runner
-from nki_agent.toolchain.protocol import JobRequest, SourceFile
+from nki_agent.toolchain import api
+from nki_agent.toolchain.isolation import runner
+from nki_agent.toolchain.protocol.jobs import JobRequest, SourceFile
 from remote_kernels import BAD_LINE, HANG, ROOT, sibling_project
 
 ADD = ROOT / "examples" / "l1_add"
@@ -310,3 +311,28 @@ def test_an_unreadable_kernel_is_a_problem_not_an_exception(tmp_path: Path) -> N
         early = remote.simulate(_rel(ADD / "kernel_classic.py"), _rel(ADD / "task.py"), cancel=cancelled)
     assert [p.code for p in res.problems] == ["sim_bad_input"] and not seen
     assert [p.code for p in early.problems] == ["sim_cancelled"]
+
+
+def test_with_roots_a_module_imported_from_outside_is_withheld(tmp_path: Path) -> None:
+    """A cloned project's helper that is a symlink out of it (or a module on a search path outside) is not sent."""
+    proj, home = tmp_path / "proj", tmp_path / "home"
+    proj.mkdir()
+    home.mkdir()
+    (home / "credentials.py").write_text('AWS_SECRET = "s3cr3t-value"\n')
+    (proj / "helper.py").symlink_to(home / "credentials.py")
+    (proj / "inside.py").write_text("SCALE = 2\n")
+    kernel = proj / "kernel.py"
+    kernel.write_text("import helper\nimport inside\n" + (ROOT / "examples" / "l1_add" / "kernel_new.py").read_text())
+    bodies: list[bytes] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        bodies.append(request.content)
+        return httpx.Response(400, json={"error": "stop here"})
+
+    for roots, sent in ((None, True), ([str(proj)], False)):
+        bodies.clear()
+        with RemoteRunner("http://127.0.0.1:9", transport=httpx.MockTransport(handle), roots=roots) as remote:
+            remote.verify(str(kernel), str(ROOT / "examples" / "l1_add" / "task.py"))
+        body = b"".join(bodies)
+        assert b"SCALE = 2" in body  # the project's own module travels
+        assert (b"s3cr3t-value" in body) is sent

@@ -40,8 +40,9 @@ from nki_agent.runner.backends.simulator import SimulatorBackend
 from nki_agent.runner.config import RunnerConfig
 from nki_agent.runner.jobs import prepare
 from nki_agent.runner.service import build
-from nki_agent.toolchain import api, jail
-from nki_agent.toolchain.protocol import JobRequest, JobResult, SourceFile, VerifyResult
+from nki_agent.toolchain import api
+from nki_agent.toolchain.isolation import jail
+from nki_agent.toolchain.protocol.jobs import JobRequest, JobResult, SourceFile, VerifyResult
 
 HERE = Path(__file__).resolve().parent
 ADD = HERE.parents[1] / "examples" / "l1_add"

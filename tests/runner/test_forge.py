@@ -29,10 +29,11 @@ from nki_agent.runner.forge_bodies import (
     job_request,
     parse,
 )
-from nki_agent.toolchain import dtypes, jail
-from nki_agent.toolchain.protocol import BaselineResult, JobStatus, Latency, ProfileResult
+from nki_agent.toolchain.facts import dtypes
+from nki_agent.toolchain.isolation import jail
+from nki_agent.toolchain.protocol.jobs import BaselineResult, JobStatus, Latency, ProfileResult
 from nki_agent.toolchain.tasks import load_task
-from nki_agent.toolchain.verify import draw
+from nki_agent.toolchain.judging.verify import draw
 from pydantic import ValidationError
 
 FORGE = Path(__file__).resolve().parents[1] / "fixtures" / "forge"

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 from nki_agent.runner.layout import KERNEL_DIR, TASK_DIR, BundledJobRequest, ShadowError, check, prepare
-from nki_agent.toolchain.protocol import SourceFile
-from nki_agent.toolchain.runner import LocalRunner
+from nki_agent.toolchain.protocol.jobs import SourceFile
+from nki_agent.toolchain.isolation.runner import LocalRunner
 from remote_kernels import TASK, small_add
 from runner_fakes import GateBackend, running
 

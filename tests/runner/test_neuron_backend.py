@@ -17,8 +17,8 @@ from neuron_helpers import FAKE, example_kernel, fake_device, prepared, small_ad
 from nki_agent.runner.backends import Slot
 from nki_agent.runner.backends import neuron as neuron_backend
 from nki_agent.runner.backends.neuron import NeuronBackend
-from nki_agent.toolchain import jail
-from nki_agent.toolchain.protocol import BaselineResult, Latency
+from nki_agent.toolchain.isolation import jail
+from nki_agent.toolchain.protocol.jobs import BaselineResult, Latency
 
 pytestmark = pytest.mark.skipif(not jail.status().available, reason=f"no jail here: {jail.status().reason}")
 NEURON_LS = str(FAKE / "bin" / "neuron-ls")
@@ -220,7 +220,7 @@ def test_without_nkipy_a_new_api_kernel_is_verified_but_not_timed(tmp_path: Path
 def test_poison_fills_floats_with_nan_and_other_dtypes_with_ff_bytes() -> None:
     import ml_dtypes
     import numpy as np
-    from nki_agent.toolchain.device_role import poison
+    from nki_agent.toolchain.judging.device_role import poison
 
     f, b, i, u, flags = (np.ones((4, 3), np.float32), np.ones((2, 2), ml_dtypes.bfloat16), np.zeros(5, np.int32),
                          np.zeros(3, np.uint8), np.zeros(2, bool))
@@ -231,7 +231,7 @@ def test_poison_fills_floats_with_nan_and_other_dtypes_with_ff_bytes() -> None:
 
 
 def test_the_device_role_reports_a_missing_sdk_without_crashing(tmp_path: Path) -> None:
-    from nki_agent.toolchain.device_role import device_role
+    from nki_agent.toolchain.judging.device_role import device_role
 
     kernel = tmp_path / "kernel.py"
     kernel.write_text(example_kernel(CLASSIC))

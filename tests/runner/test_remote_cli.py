@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 import typer
 from nki_agent.runner.client import RemoteRunner, RunnerUnavailable
-from nki_agent.toolchain import runner
-from nki_agent.toolchain.protocol import ProfileResult, SeedFigures, VerifyResult
+from nki_agent.toolchain.isolation import runner
+from nki_agent.toolchain.protocol.jobs import ProfileResult, SeedFigures, VerifyResult
 from remote_kernels import ROOT, sibling_project, small_add
 
 from nki_agent.cli import remote

@@ -1,7 +1,7 @@
 """Faults of a real runner (``nki-agent runner serve`` subprocess, simulator backend, jailed workers).
 
 - A jailed worker SIGKILLed mid-job (found through /proc: the runner's descendant running
-  ``nki_agent.toolchain.worker`` that is burning CPU, i.e. the spinning kernel) → that job ends with a
+  ``nki_agent.toolchain.isolation.worker`` that is burning CPU, i.e. the spinning kernel) → that job ends with a
   clear ``sim_worker_crash`` problem, and the next job on the same (only) slot verifies correctly.
 - The runner SIGKILLed while one job runs and two are queued (``--workers 1``), then started again on
   the same ``--state-dir`` → the running job reports failed ("restarted"), the queued ones complete.
@@ -29,7 +29,7 @@ from typing import Any
 
 import httpx
 import pytest
-from nki_agent.toolchain import jail
+from nki_agent.toolchain.isolation import jail
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "faults-token-" + os.urandom(8).hex()
@@ -45,7 +45,7 @@ SPINNER = ("import time\n" + ADD_KERNEL.replace(
     + SPIN_CALL))
 # the add kernel holding for a moment first: the job is still running when its client's stream drops
 HOLDER = "import time\n" + ADD_KERNEL.replace(SPIN_CALL, "    time.sleep(2)\n" + SPIN_CALL)
-WORKER = "nki_agent.toolchain.worker"
+WORKER = "nki_agent.toolchain.isolation.worker"
 TICKS = os.sysconf("SC_CLK_TCK")
 
 

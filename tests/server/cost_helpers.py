@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from lsprotocol import types as T
-from nki_agent.toolchain.protocol_cost import CostEstimate, EngineBusy, LineCost, LoopCost
+from nki_agent.toolchain.protocol.cost import CostEstimate, EngineBusy, LineCost, LoopCost
 from pytest_lsp import LanguageClient
 
 ROOT = Path(__file__).resolve().parents[2]

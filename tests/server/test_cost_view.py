@@ -16,7 +16,7 @@ from nki_agent.diagnostics.cost_view import (
     pct,
     place,
 )
-from nki_agent.toolchain.protocol_cost import LineCost, LoopCost
+from nki_agent.toolchain.protocol.cost import LineCost, LoopCost
 
 TEXT = (EXAMPLE / "kernel_classic.py").read_text()
 

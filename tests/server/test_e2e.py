@@ -287,7 +287,7 @@ async def test_settings_are_pulled_when_the_client_sends_no_options(bare_client:
     assert "target" in warning.message and "modelBackend" not in warning.message
 
 
-def _workers_of(pid: int, marker: bytes = b"nki_agent.toolchain.worker") -> list[int]:
+def _workers_of(pid: int, marker: bytes = b"nki_agent.toolchain.isolation.worker") -> list[int]:
     """Child processes of ``pid`` whose command line holds ``marker`` (Linux /proc): sandbox workers."""
     out = []
     for entry in Path("/proc").iterdir():

@@ -9,8 +9,8 @@ import math
 
 from nki_agent.server.analysis import RunResult
 from nki_agent.server.handlers.kernel_report import report
-from nki_agent.toolchain.protocol import Latency, ProfileResult, SeedFigures, SimulateResult, VerifyResult
-from nki_agent.toolchain.protocol_cost import CostEstimate, TimelineBar
+from nki_agent.toolchain.protocol.jobs import Latency, ProfileResult, SeedFigures, SimulateResult, VerifyResult
+from nki_agent.toolchain.protocol.cost import CostEstimate, TimelineBar
 
 HOSTILE = '<script>alert("x")</script>&'
 

@@ -7,7 +7,7 @@ import pytest
 
 from nki_agent.server.analysis import DISAGREE, RunResult, disagreement
 from nki_agent.server.documents import Snapshot
-from nki_agent.toolchain.protocol import ProfileResult, SimulateResult, VerifyResult
+from nki_agent.toolchain.protocol.jobs import ProfileResult, SimulateResult, VerifyResult
 
 TEXT = "import neuronxcc.nki as nki\n\n\n@nki.jit\ndef k(a):\n    return a\n"
 SNAP = Snapshot("file:///w/k.py", 1, TEXT, 3)

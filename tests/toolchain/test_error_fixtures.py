@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from nki_agent.toolchain.errors import DOCUMENTED, SIMULATOR
-from nki_agent.toolchain.verify import verify_files
+from nki_agent.toolchain.facts.errors import DOCUMENTED, SIMULATOR
+from nki_agent.toolchain.judging.verify import verify_files
 
 BROKEN = Path(__file__).resolve().parents[1] / "fixtures" / "broken"
 EXPECT = re.compile(r"#\s*expect:\s*([a-z0-9_]+)")

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from nki_agent.toolchain import api, runner, sandbox
+from nki_agent.toolchain import api
+from nki_agent.toolchain.isolation import runner, sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNEL = str(ROOT / "examples" / "l2_matmul" / "kernel_classic.py")

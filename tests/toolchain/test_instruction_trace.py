@@ -10,7 +10,7 @@ import pytest
 
 from nki_agent.toolchain.sim import memory_model
 from nki_agent.toolchain.sim.kernel import LaunchRecord
-from nki_agent.toolchain.simulate import simulate_files
+from nki_agent.toolchain.judging.simulate import simulate_files
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted(p for p in (ROOT / "examples").glob("l*_*/kernel_*.py"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from nki_agent.toolchain.errors import NkiError
+from nki_agent.toolchain.facts.errors import NkiError
 from nki_agent.toolchain.shim import installed
 
 with installed():

@@ -12,7 +12,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from nki_agent.toolchain import api, jail, sandbox, wire
+from nki_agent.toolchain import api
+from nki_agent.toolchain.isolation import jail, sandbox
+from nki_agent.toolchain.protocol import wire
 
 ROOT = Path(__file__).resolve().parents[2]
 ADD = ROOT / "examples" / "l1_add"

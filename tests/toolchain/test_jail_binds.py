@@ -12,7 +12,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from nki_agent.toolchain import api, jail, jail_imports, sandbox
+from nki_agent.toolchain import api
+from nki_agent.toolchain.isolation import jail, jail_imports, sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
 TASK = ROOT / "tests" / "fixtures" / "hostile_corpus" / "task.py"

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from nki_agent.toolchain import jail, sandbox
+from nki_agent.toolchain.isolation import jail, sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
 ADD = ROOT / "examples" / "l1_add"

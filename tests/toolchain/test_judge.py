@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from nki_agent.toolchain import api
-from nki_agent.toolchain.protocol import VerifyResult
+from nki_agent.toolchain.protocol.jobs import VerifyResult
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"

@@ -1,4 +1,4 @@
-"""The NKI API table (toolchain/nki_api.py) against the simulator's own namespaces, both generations: every
+"""The NKI API table (toolchain/facts/nki_api.py) against the simulator's own namespaces, both generations: every
 simulator name has a row, every row hover text, the tile results agree with what the simulator's functions
 return, the generated signatures are current, and the static interpreter's tile list is the table's."""
 
@@ -14,8 +14,8 @@ from nki_agent.diagnostics import api_reference
 from nki_agent.diagnostics.static import interp
 from nki_agent.diagnostics.static.interp import Context, Interpreter
 from nki_agent.diagnostics.static.values import TileV
-from nki_agent.toolchain import nki_api
-from nki_agent.toolchain.nki_api import BOTH, ROWS
+from nki_agent.toolchain.facts import nki_api
+from nki_agent.toolchain.facts.nki_api import BOTH, ROWS
 
 SURFACE = nki_api.simulator_surface()
 
@@ -67,7 +67,7 @@ def test_unmodelled_rows_are_the_simulators_unsupported_apis() -> None:
 def test_signatures_file_is_current() -> None:
     path = Path(nki_api.__file__).with_name("nki_api_signatures.py")
     assert path.read_text() == nki_api.render_signatures(), \
-        "toolchain/nki_api_signatures.py is stale: run python -m nki_agent.toolchain.nki_api"
+        "toolchain/facts/nki_api_signatures.py is stale: run python -m nki_agent.toolchain.facts.nki_api"
 
 
 def test_every_instruction_has_the_cost_models_engine() -> None:

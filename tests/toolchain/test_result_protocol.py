@@ -1,4 +1,4 @@
-"""The typed result protocol (``toolchain/protocol.py``) between the jailed workers, the parent and the tools.
+"""The typed result protocol (``toolchain/protocol/jobs.py``) between the jailed workers, the parent and the tools.
 
 - Contract: the plain JSON the real jailed workers write (they do not import pydantic) validates into the
   models, for every op, on example kernels of both API generations — and carries no key the model
@@ -18,8 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from nki_agent.toolchain import api, judge, results, runner, sandbox
-from nki_agent.toolchain.protocol import (
+from nki_agent.toolchain import api
+from nki_agent.toolchain.judging import judge, results
+from nki_agent.toolchain.isolation import runner, sandbox
+from nki_agent.toolchain.protocol.jobs import (
     ArgSpec,
     CompileResult,
     Location,

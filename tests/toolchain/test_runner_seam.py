@@ -1,4 +1,4 @@
-"""Every isolated job of the tools goes through the ``Runner`` seam (``toolchain/runner.py``)."""
+"""Every isolated job of the tools goes through the ``Runner`` seam (``toolchain/isolation/runner.py``)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,15 @@ from typing import Any
 import pytest
 
 from nki_agent.agent.tools import ToolBox
-from nki_agent.toolchain import api, runner
-from nki_agent.toolchain.protocol import CompileResult, ProfileResult, SimulateResult, TaskDescription, VerifyResult
+from nki_agent.toolchain import api
+from nki_agent.toolchain.isolation import runner
+from nki_agent.toolchain.protocol.jobs import (
+    CompileResult,
+    ProfileResult,
+    SimulateResult,
+    TaskDescription,
+    VerifyResult,
+)
 
 ADD = Path(__file__).resolve().parents[2] / "examples" / "l1_add"
 

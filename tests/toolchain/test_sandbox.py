@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from nki_agent.toolchain import api
 from nki_agent.toolchain.check import check_file
-from nki_agent.toolchain.protocol import VerifyResult
+from nki_agent.toolchain.protocol.jobs import VerifyResult
 
 HOSTILE = Path(__file__).resolve().parents[1] / "fixtures" / "hostile"
 BROKEN = Path(__file__).resolve().parents[1] / "fixtures" / "broken"
@@ -131,7 +131,7 @@ def test_a_result_larger_than_the_pipe_buffer_is_read_while_the_worker_runs() ->
     """~1200 traced instructions make a >64 KiB result; reading it only after exit used to deadlock."""
     import json
 
-    from nki_agent.toolchain import sandbox
+    from nki_agent.toolchain.isolation import sandbox
 
     req = {"op": "simulate", "kernel": str(EXAMPLES / "l1_add" / "kernel_classic.py"),
            "task": str(CONFINED / "long_trace_task.py")}
@@ -149,7 +149,7 @@ def test_keyboard_interrupt_while_waiting_kills_the_worker(monkeypatch: pytest.M
     import subprocess
     import threading
 
-    from nki_agent.toolchain import sandbox
+    from nki_agent.toolchain.isolation import sandbox
 
     started: list[subprocess.Popen[bytes]] = []
     real_popen = subprocess.Popen
@@ -180,7 +180,7 @@ def test_keyboard_interrupt_while_waiting_kills_the_worker(monkeypatch: pytest.M
 
 _ORPHANING_PARENT = """
 import os, subprocess, sys, threading, time
-from nki_agent.toolchain import sandbox
+from nki_agent.toolchain.isolation import sandbox
 
 started = threading.Event()
 pids = []
@@ -254,7 +254,7 @@ def test_a_worker_killed_from_outside_is_a_crash_not_a_memory_limit() -> None:
     """SIGKILL of the jail (bwrap) itself, as an operator or the OOM killer would: a clear crash."""
     import signal
 
-    from nki_agent.toolchain import sandbox
+    from nki_agent.toolchain.isolation import sandbox
 
     path = str(HOSTILE / "infinite_loop.py")
     w = sandbox.start(sandbox.Job({"op": "simulate", "kernel": path, "task": path, "seed": 0}), timeout=120.0)

@@ -14,7 +14,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 import pytest
-from nki_agent.toolchain.errors import NkiError
+from nki_agent.toolchain.facts.errors import NkiError
 from nki_agent.toolchain.shim import installed
 from nki_agent.toolchain.sim.kernel import DEFAULTS, LaunchDefaults
 

@@ -1,4 +1,4 @@
-"""The kernel role's tamper tripwire (``toolchain/tamper.py``): what it refuses, what it must not."""
+"""The kernel role's tamper tripwire (``toolchain/isolation/tamper.py``): what it refuses, what it must not."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from nki_agent.toolchain import api
-from nki_agent.toolchain.tamper import findings
+from nki_agent.toolchain.isolation.tamper import findings
 
 ROOT = Path(__file__).resolve().parents[2]
 ADD = ROOT / "examples" / "l1_add"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from nki_agent.toolchain import api, taskless
-from nki_agent.toolchain.protocol import KernelLaunch, SimulateResult
+from nki_agent.toolchain.protocol.jobs import KernelLaunch, SimulateResult
 
 ROOT = Path(__file__).resolve().parents[2]
 TASKLESS = ROOT / "tests" / "fixtures" / "taskless"

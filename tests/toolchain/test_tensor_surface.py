@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from nki_agent.toolchain import api
-from nki_agent.toolchain.verify import verify_files
+from nki_agent.toolchain.judging.verify import verify_files
 
 TASK = Path(__file__).resolve().parents[1] / "fixtures" / "host_access" / "task.py"
 

@@ -20,9 +20,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from nki_agent.toolchain import api, sandbox
-from nki_agent.toolchain.sim import program as prog
-from nki_agent.toolchain.verify import verify_files
+from nki_agent.toolchain import api
+from nki_agent.toolchain.isolation import sandbox
+from nki_agent.toolchain.protocol import program as prog
+from nki_agent.toolchain.judging.verify import verify_files
 
 ROOT = Path(__file__).resolve().parents[2]
 LOADED = 300.0  # seconds a jailed verification may take: these runs must finish on a loaded 2-core machine
@@ -121,7 +122,7 @@ def test_the_kernels_process_never_receives_a_seeds_input_bytes(monkeypatch: pyt
 
 def _program(tmp_path: Path) -> prog.Program:
     from nki_agent.toolchain.tasks import find_kernel, load_module, load_task
-    from nki_agent.toolchain.trace_roles import placeholders, spec_of, trace_kernel
+    from nki_agent.toolchain.judging.trace_roles import placeholders, spec_of, trace_kernel
 
     task = load_task(str(ADD / "task.py"))
     kernel = find_kernel(load_module(str(ADD / "kernel_new.py"), "nki_agent_kernel"), task.kernel_name)
@@ -143,7 +144,7 @@ def _first_call(data: dict[str, Any]) -> list[Any]:
 @pytest.mark.parametrize("attack", ["unknown_api", "host_function", "unknown_tensor", "numpy_output", "deep_argument",
                                     "result_mismatch", "wrong_grid"])
 def test_a_forged_program_is_refused(attack: str, tmp_path: Path) -> None:
-    from nki_agent.toolchain.errors import NkiError
+    from nki_agent.toolchain.facts.errors import NkiError
     from nki_agent.toolchain.sim.replay import ProgramKernel
 
     p = _program(tmp_path)
@@ -269,7 +270,7 @@ def add_kernel(a, b):
 
 def test_an_error_on_a_hidden_seed_says_its_code_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Values of a hidden seed never reach the result through a value-dependent error's message or place."""
-    from nki_agent.toolchain import results
+    from nki_agent.toolchain.judging import results
 
     (tmp_path / "k.py").write_text(GATHER_BY_VALUE)
     hidden = 1234567
@@ -303,3 +304,79 @@ def reference(a, b):
     errors = [p for p in res.problems if p.severity == "error"]
     assert errors and all("hidden seed" in p.message and p.location.line == 1 for p in errors), errors
     assert res.seeds[2].message == "a hidden seed fails: the kernel raised an error on it"
+
+SHARED_CONSTANT = '''
+import nki
+import nki.language as nl
+
+
+@nki.jit
+def add_constant(a, b):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    k = nl.shared_constant(CONSTANT, dtype=nl.float32)
+    for r in nl.affine_range(a.shape[0] // 128):
+        ta = nl.load(a[r * 128:(r + 1) * 128, :])
+        tb = nl.load(b[r * 128:(r + 1) * 128, :])
+        tk = nl.load(k[0:128, :])
+        nl.store(out[r * 128:(r + 1) * 128, :], nl.add(nl.add(ta, tb), tk))
+    return out
+'''
+
+
+def _constant_case(tmp_path: Path, constant_expr: str) -> tuple[Path, Path]:
+    np.save(tmp_path / "k.npy", np.full((128, 512), 0.5, np.float32))
+    kernel = tmp_path / "kernel.py"
+    kernel.write_text(f"import numpy as np\nCONSTANT = {constant_expr}\n" + SHARED_CONSTANT)
+    task = tmp_path / "task.py"
+    task.write_text('''
+import numpy as np
+
+KERNEL = "add_constant"
+
+
+def get_inputs():
+    return [np.random.rand(256, 512).astype(np.float32), np.random.rand(256, 512).astype(np.float32)]
+
+
+def reference(a, b):
+    return a + b + 0.5
+''')
+    return kernel, task
+
+
+def test_a_shared_constant_read_from_a_file_travels_as_values(tmp_path: Path) -> None:
+    """A ``.npy`` path is read where the kernel runs; the program carries the array, never the path."""
+    from nki_agent.toolchain.judging.trace_roles import placeholders, spec_of, trace_kernel
+    from nki_agent.toolchain.tasks import find_kernel, load_module, load_task
+
+    kernel, task = _constant_case(tmp_path, repr(str(tmp_path / "k.npy")))
+    res = api.verify(str(kernel), str(task), seeds=2, isolate=False)
+    assert res.correct is True, res.problems
+    t = load_task(str(task))
+    fn = find_kernel(load_module(str(kernel), "nki_agent_kernel"), t.kernel_name)
+    arrays = [np.ones((256, 512), np.float32), np.ones((256, 512), np.float32)]
+    text = json.dumps(trace_kernel(fn, t, placeholders(spec_of(arrays)), 2, None, None).to_json())
+    assert "k.npy" not in text
+
+
+def test_a_program_that_names_a_file_is_refused(tmp_path: Path) -> None:
+    """The executor never opens a file a program names (a forged program could name any file in its jail)."""
+    from nki_agent.toolchain.facts.errors import NkiError
+    from nki_agent.toolchain.judging.trace_roles import placeholders, spec_of, trace_kernel
+    from nki_agent.toolchain.sim.replay import ProgramKernel
+    from nki_agent.toolchain.tasks import find_kernel, load_module, load_task
+
+    kernel, task = _constant_case(tmp_path, "np.full((128, 512), 0.5, np.float32)")
+    t = load_task(str(task))
+    fn = find_kernel(load_module(str(kernel), "nki_agent_kernel"), t.kernel_name)
+    arrays = [np.random.rand(256, 512).astype(np.float32) for _ in range(2)]
+    p = trace_kernel(fn, t, placeholders(spec_of(arrays)), 2, None, None)
+    assert np.allclose(ProgramKernel(p)(*arrays), arrays[0] + arrays[1] + 0.5)  # the honest program runs
+
+    def edit(data: dict[str, Any]) -> None:
+        i = data["fns"].index("nl.shared_constant")
+        call = next(e for e in data["instances"][0][1] if e[0] == prog.CALL and e[1] == i)
+        call[3][0] = str(tmp_path / "k.npy")
+
+    with pytest.raises(NkiError, match="names a file|named a file"):
+        ProgramKernel(prog.unpack(_forged(p, edit)))(*arrays)

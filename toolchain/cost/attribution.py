@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the result models are built in the parent; here rows are plain dicts (workers never
-    from ..protocol_cost import Bound, Engine  # import pydantic: a worker's start-up time matters)
+    from nki_agent.toolchain.protocol.cost import Bound, Engine  # import pydantic: a worker's start-up time matters)
 from . import engines as E
 from .schedule import Prepared, Schedule
 

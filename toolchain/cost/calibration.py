@@ -30,7 +30,7 @@ from .model import latency_us
 from .schedule import prepare
 
 if TYPE_CHECKING:
-    from ..protocol_cost import CostEstimate
+    from nki_agent.toolchain.protocol.cost import CostEstimate
 
 BOUND = 5.0  # each free constant stays within [default / 5, default x 5] (the brief's [0.2x, 5x])
 Source = Union[Callable[[Constants], float], Trace, tuple[Trace, int], "CostEstimate"]

@@ -15,7 +15,7 @@ Sources (the only ones used; each constant names its row):
        (nki_perf_guide.rst) and the ISA docs' "Estimated instruction cost" text (nki/api/nki/isa, SDK 2.26)
   [NL] the NKI language notes, section 5 ("Hardware numbers" table, "Instruction cost formulas"
        table and "Other overheads"), summarising the same SDK documents (sdk 2.26 and 2.32)
-  [TG] toolchain/targets.py (usable SBUF per partition, itself from KLR Trace.lean)
+  [TG] toolchain/facts/targets.py (usable SBUF per partition, itself from KLR Trace.lean)
 
 It imports nothing from the simulator and nothing from pydantic.
 """
@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from ..targets import get_target
+from nki_agent.toolchain.facts.targets import get_target
 
 # --- instruction-cost constants shared by every generation ------------------------------------------------
 MIN_II_CYCLES = 64  # [NL] §5 "Instruction cost formulas": MIN_II ≈ 64 cycles; [LG] "Cost formulas": MIN_II ≈ 64

@@ -21,7 +21,7 @@ from .hardware import Constants, constants_for, hardware_for
 from .schedule import Prepared, prepare, run
 
 if TYPE_CHECKING:
-    from ..protocol_cost import Bound, CostEstimate
+    from nki_agent.toolchain.protocol.cost import Bound, CostEstimate
 
 
 def estimate(trace: Trace, target: str | None = None, *, constants: Constants | None = None,
@@ -33,7 +33,7 @@ def estimate(trace: Trace, target: str | None = None, *, constants: Constants | 
     ``timeline``: include the engine timeline (bounded to ~4000 bars);
     ``sensitivities``: also compute the latency's relative sensitivity to each free constant (one more
     schedule run per constant), so ``calibration.fit`` can re-predict the estimate without the trace."""
-    from ..protocol_cost import CostEstimate
+    from nki_agent.toolchain.protocol.cost import CostEstimate
 
     return CostEstimate.model_validate(estimate_data(trace, target, constants=constants, peak_sbuf_bytes=peak_sbuf_bytes,
                                                      timeline=timeline, sensitivities=sensitivities))
@@ -74,7 +74,7 @@ def latency_us(p: Prepared, constants: Constants, peak_sbuf_bytes: int = 0) -> f
 def estimate_prepared(p: Prepared, constants: Constants, *, peak_sbuf_bytes: int = 0,
                       timeline: bool = False, sensitivities: bool = False) -> "CostEstimate":
     """``estimate`` of an already prepared trace (``schedule.prepare``)."""
-    from ..protocol_cost import CostEstimate
+    from nki_agent.toolchain.protocol.cost import CostEstimate
 
     return CostEstimate.model_validate(estimate_prepared_data(p, constants, peak_sbuf_bytes=peak_sbuf_bytes,
                                                               timeline=timeline, sensitivities=sensitivities))

@@ -41,7 +41,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..sim.trace import Instr, Trace
-from ..targets import get_target
+from nki_agent.toolchain.facts.targets import get_target
 from . import deps as D
 from . import engines as E
 from .dma import DmaShape, FluidPool, own_rate, units

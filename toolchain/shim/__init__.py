@@ -14,7 +14,7 @@ import sys
 import types
 from typing import Any, Callable, Iterator
 
-from ..errors import NkiError
+from nki_agent.toolchain.facts.errors import NkiError
 from ..location import caller_location
 from ..sim import isa_api, language, runtime
 from ..sim.kernel import Kernel, mutable_tensor
@@ -91,7 +91,7 @@ def _benchmark_factory(generation: str) -> Callable[..., Any]:
 
 
 def _sizeinbytes(dtype: Any) -> int:
-    from .. import dtypes
+    from nki_agent.toolchain.facts import dtypes
 
     return int(dtypes.as_dtype(dtype).itemsize)
 

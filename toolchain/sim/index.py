@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import NkiError
+from nki_agent.toolchain.facts.errors import NkiError
 from ..location import ast_context, caller_location
 
 

@@ -18,10 +18,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .. import dtypes
-from ..errors import NkiError, Related, SourceLocation
+from nki_agent.toolchain.facts import dtypes
+from nki_agent.toolchain.facts.errors import NkiError, Related, SourceLocation
 from ..location import caller_location, traceback_location
-from ..targets import GENERATION_DEFAULT, Target, resolve_target
+from nki_agent.toolchain.facts.targets import GENERATION_DEFAULT, Target, resolve_target
 from . import runtime
 from .buffers import Buffer
 from .trace import DEFAULT_LIMIT, Trace, Tracer

@@ -15,8 +15,8 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from .. import dtypes
-from ..errors import NkiError, SourceLocation
+from nki_agent.toolchain.facts import dtypes
+from nki_agent.toolchain.facts.errors import NkiError, SourceLocation
 from ..location import ast_context, caller_location
 from . import runtime
 from .buffers import hbm, private_hbm, psum, sbuf, shared_hbm

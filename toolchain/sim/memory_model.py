@@ -19,7 +19,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import NkiError, Related, SourceLocation
+from nki_agent.toolchain.facts.errors import NkiError, Related, SourceLocation
 
 @dataclass
 class Interval:

@@ -21,9 +21,20 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..errors import NkiError, SourceLocation
+from nki_agent.toolchain.facts.errors import NkiError, SourceLocation
 from ..location import caller_location
-from .program import CALL, CLOSE, DROP, MAX_EVENTS, NEXT, Input, Instance, Program, Unencodable, encode
+from nki_agent.toolchain.protocol.program import (
+    CALL,
+    CLOSE,
+    DROP,
+    MAX_EVENTS,
+    NEXT,
+    Input,
+    Instance,
+    Program,
+    Unencodable,
+    encode,
+)
 
 _REC: contextvars.ContextVar["Recorder | None"] = contextvars.ContextVar("nki_recorder", default=None)
 
@@ -201,6 +212,11 @@ class Recorder:
     def call(self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         loc = caller_location()
         try:
+            if name == "nl.shared_constant":  # a .npy path is read here, where the kernel runs: programs hold values
+                from .ops.memory import load_constant
+
+                args = tuple(load_constant(a) if i == 0 else a for i, a in enumerate(args))
+                kwargs = {k: load_constant(v) if k == "constant" else v for k, v in kwargs.items()}
             ea = [encode(a, self.tensor_id, self.fn_name) for a in args]
             ek = [[k, encode(v, self.tensor_id, self.fn_name)] for k, v in kwargs.items()]
             extra = None

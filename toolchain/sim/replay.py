@@ -23,12 +23,12 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import NkiError
+from nki_agent.toolchain.facts.errors import NkiError
 from ..location import reset_replay_location, set_replay_location
 from . import runtime
 from .kernel import (DEFAULTS, LaunchDefaults, LaunchRecord, _check_grid, begin_instance, finish_launch,
                      input_tensor, instances_of, new_launch, to_numpy_input)
-from .program import CALL, CLOSE, DROP, NEXT, Names, Program, ProgramError, decode
+from nki_agent.toolchain.protocol.program import CALL, CLOSE, DROP, NEXT, Names, Program, ProgramError, decode
 from .tensor import Tensor, storage_of
 
 _MODULES: dict[str, dict[str, Any]] = {}
@@ -227,7 +227,7 @@ def execute(program: Program, arrays: list[Any], defaults: LaunchDefaults | None
         raise ProgramError(f"unknown API generation {program.generation!r}")
     if program.n_inputs != len(arrays):
         raise ProgramError(f"the program was traced with {program.n_inputs} arrays, not {len(arrays)}")
-    from ..targets import get_target
+    from nki_agent.toolchain.facts.targets import get_target
 
     try:
         target = get_target(defaults.target or program.target).name

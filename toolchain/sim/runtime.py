@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 
-from ..errors import NkiError, Related, SourceLocation
+from nki_agent.toolchain.facts.errors import NkiError, Related, SourceLocation
 from ..location import caller_location
-from ..targets import Target, get_target
+from nki_agent.toolchain.facts.targets import Target, get_target
 from . import memory_model
 from .stores import StoreLog
 

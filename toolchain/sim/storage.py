@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import dtypes
-from ..errors import NkiError, Related, SourceLocation
+from nki_agent.toolchain.facts import dtypes
+from nki_agent.toolchain.facts.errors import NkiError, Related, SourceLocation
 from ..location import caller_location
 from . import runtime
 from .buffers import Buffer, as_buffer

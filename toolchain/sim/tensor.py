@@ -27,8 +27,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .. import dtypes
-from ..errors import NkiError, SourceLocation
+from nki_agent.toolchain.facts import dtypes
+from nki_agent.toolchain.facts.errors import NkiError, SourceLocation
 from ..location import ast_context, caller_location
 from .buffers import Buffer
 from . import runtime

@@ -84,8 +84,8 @@ def simulate(kernel: str, run_one: Callable[[dict[str, Any]], Any], origin: str 
     """Run ``kernel`` without a task (the first plan that launches a kernel of the file; ``run_one`` runs one
     worker request and returns its ``SimulateResult``). ``origin``: the user's file ``kernel`` is a copy of
     (its name and folder find the tests); ``text``: its text (default: read ``kernel``)."""
-    from ..errors import NkiError, Problem, SourceLocation
-    from ..protocol import ProblemInfo, SimulateResult
+    from nki_agent.toolchain.facts.errors import NkiError, Problem, SourceLocation
+    from nki_agent.toolchain.protocol.jobs import ProblemInfo, SimulateResult
     from ..tasks import _read_source
 
     origin = origin or kernel

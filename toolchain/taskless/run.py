@@ -34,7 +34,7 @@ class _Launch:
 
 
 def _spec(value: Any) -> dict[str, Any]:
-    from .. import dtypes
+    from nki_agent.toolchain.facts import dtypes
     from ..sim.kernel import to_numpy_input
 
     try:
@@ -95,7 +95,7 @@ _REFUSED = {errno.EPERM, errno.EACCES, errno.EROFS, errno.ENETUNREACH, errno.EAG
 def _problem_of(e: BaseException, via: str, path: str) -> dict[str, Any] | None:
     """The problem a driver's / test's exception is: an NKI error as it is, a failed check as a wrong
     result at the line that failed, anything else as a Python exception there."""
-    from ..errors import NkiError, Problem, SourceLocation
+    from nki_agent.toolchain.facts.errors import NkiError, Problem, SourceLocation
     from ..location import traceback_location
 
     what = {MAIN: "the __main__ driver", TEST: "the test"}.get(via, "the run")
@@ -130,7 +130,7 @@ def _add_problem(problems: list[dict[str, Any]], e: BaseException, via: str, pat
 
 def _exec_file(path: str, name: str, search_path: Sequence[str]) -> types.ModuleType:
     """Compile and run a user file as module ``name`` (the simulator's NKI modules must be installed)."""
-    from ..errors import NkiError, SourceLocation
+    from nki_agent.toolchain.facts.errors import NkiError, SourceLocation
     from ..tasks import _put_on_path, _read_source, search_dirs
 
     source = _read_source(path)
@@ -190,7 +190,7 @@ def _load_kernel_module(path: str, names: list[str], extra: list[str]) -> None:
 
 
 def _run_test(req: dict[str, Any], extra: list[str], problems: list[dict[str, Any]]) -> None:
-    from ..errors import Problem, SourceLocation
+    from nki_agent.toolchain.facts.errors import Problem, SourceLocation
 
     path, test = req["kernel"], str(req.get("test") or "")
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # the workspace's tests, not every installed plugin
@@ -228,7 +228,7 @@ def _run_test(req: dict[str, Any], extra: list[str], problems: list[dict[str, An
 def _run_shapes(req: dict[str, Any], extra: list[str], problems: list[dict[str, Any]]) -> None:
     import numpy as np
 
-    from ..errors import NkiError, Problem, SourceLocation
+    from nki_agent.toolchain.facts.errors import NkiError, Problem, SourceLocation
     from ..tasks import _read_source, find_kernel
 
     path = req["kernel"]
@@ -251,8 +251,8 @@ def _run_shapes(req: dict[str, Any], extra: list[str], problems: list[dict[str, 
 
 
 def _summary(a: Any) -> dict[str, Any]:
-    from ..simulate import _summary as summary
-    from ..verify import _to_np
+    from nki_agent.toolchain.judging.simulate import _summary as summary
+    from nki_agent.toolchain.judging.verify import _to_np
 
     return summary(_to_np(a))
 
@@ -263,10 +263,10 @@ def run_job(req: dict[str, Any]) -> dict[str, Any]:
     (or ``in_process``, for trusted callers)."""
     from dataclasses import asdict as as_dict
 
-    from ..errors import NkiError, Problem
+    from nki_agent.toolchain.facts.errors import NkiError, Problem
     from ..shim import install
     from ..tasks import search_path
-    from ..verify import _as_list
+    from nki_agent.toolchain.judging.verify import _as_list
 
     path, via = str(req["kernel"]), str(req.get("via", ""))
     extra = search_path(req)

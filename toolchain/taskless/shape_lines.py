@@ -77,7 +77,7 @@ def _split_top(s: str) -> list[str]:
 
 
 def _dtype_name(word: str) -> str:
-    from .. import dtypes
+    from nki_agent.toolchain.facts import dtypes
 
     short = word.split(".")[-1]
     try:
@@ -190,7 +190,7 @@ def synthesise(arg: Arg, rng: Any) -> Any:
     """A random input for one shape-line argument (a literal value as written)."""
     import numpy as np
 
-    from .. import dtypes
+    from nki_agent.toolchain.facts import dtypes
 
     if arg.shape is None:
         return arg.value

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # no pydantic at import time (the worker imports this package)
-    from ..protocol import SimulateResult
+    from nki_agent.toolchain.protocol.jobs import SimulateResult
 
 SELF_REPORTED = "self-reported by the file"
 

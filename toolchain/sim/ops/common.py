@@ -11,8 +11,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from ... import dtypes
-from ...errors import NkiError, Related
+from nki_agent.toolchain.facts import dtypes
+from nki_agent.toolchain.facts.errors import NkiError, Related
 from ...location import caller_location
 from .. import runtime
 from ..buffers import Buffer, psum, sbuf

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ... import dtypes
+from nki_agent.toolchain.facts import dtypes
 from .. import runtime
 from ..tensor import Tensor, describe, values_of, write_into
 from . import common as c

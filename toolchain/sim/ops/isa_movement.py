@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ... import dtypes
+from nki_agent.toolchain.facts import dtypes
 from .. import runtime
 from ..buffers import sbuf
 from ..tensor import Tensor, describe, values_of, view_of, write_into

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from ... import dtypes
-from ...errors import NkiError
+from nki_agent.toolchain.facts import dtypes
+from nki_agent.toolchain.facts.errors import NkiError
 from ...location import caller_location
 from .. import runtime
 from ..buffers import psum, sbuf

@@ -6,13 +6,14 @@ differ, and both check memories (``err_unsupported_memory``) and, in the classic
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
 
-from ... import dtypes
-from ...errors import NkiError
-from ...location import caller_location
+from nki_agent.toolchain.facts import dtypes
+from nki_agent.toolchain.facts.errors import NkiError
+from ...location import caller_location, replay_location
 from .. import runtime
 from ..buffers import Buffer, as_buffer, psum, sbuf, shared_hbm
 from ..predicate import set_predicate
@@ -175,9 +176,28 @@ def shared_identity_matrix(n: int, dtype: Any = np.uint8, dst: Any = None, **kwa
     return out
 
 
+def load_constant(constant: Any) -> Any:
+    """A ``shared_constant`` argument with a ``.npy`` path read into its array (the documented forms: an array or
+    a path); anything else as given. Run where the kernel's code runs (the tracer), so the program it records
+    carries the values and the executor never opens a file a program names."""
+    if isinstance(constant, (str, os.PathLike)):
+        loc = caller_location()
+        try:
+            return np.load(constant, allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise NkiError("sim_unsupported_api", f"shared_constant: cannot read the .npy file {str(constant)!r} "
+                           f"({type(e).__name__}: {e}); the simulator's jail holds the kernel file and the modules "
+                           "it imports, so pass the constant as a NumPy array", loc) from None
+    return constant
+
+
 def shared_constant(constant: Any, dtype: Any = None, **kwargs: Any) -> Tensor:
     c.sim("shared_constant")
-    arr = np.load(constant) if isinstance(constant, str) else np.asarray(constant)
+    if isinstance(constant, (str, os.PathLike)) and replay_location() is not None:
+        # a replayed program carries values, never paths: its recorder read the file where the kernel ran
+        raise NkiError("sim_sandbox_violation", "a traced program named a file for shared_constant; programs carry "
+                       "the constant's values", replay_location())
+    arr = np.asarray(load_constant(constant))
     if dtype is not None:
         arr = dtypes.cast(arr, dtype)
     return allocate(arr.shape, arr.dtype, shared_hbm, name="constant", initial=np.array(arr, copy=True))

@@ -10,8 +10,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ... import dtypes
-from ...errors import NkiError
+from nki_agent.toolchain.facts import dtypes
+from nki_agent.toolchain.facts.errors import NkiError
 from ...location import caller_location
 from ..tensor import Tensor
 from . import common as c

@@ -26,8 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from . import protocol, sandbox
-from .errors import Problem, SourceLocation
+from nki_agent.toolchain.protocol import jobs as protocol
+from nki_agent.toolchain.isolation import sandbox
+from nki_agent.toolchain.facts.errors import Problem, SourceLocation
 
 OUTPUT_SLACK = 1 << 20  # bytes the kernel's reply may exceed 4x (expected outputs + inputs) by
 EARLY_REPLY_BYTES = 64 << 20  # the kernel worker's reply cap before the reference has answered
@@ -57,7 +58,7 @@ def verify(kernel: str, task: str, seeds: int, target: str | None, kernel_name: 
     benchmarks compare the two)."""
     import os
 
-    from .results import draw_hidden, verify_result
+    from nki_agent.toolchain.judging.results import draw_hidden, verify_result
 
     seed_list = list(range(seeds)) + draw_hidden(hidden_seeds, seeds)
     base: dict[str, Any] = {"kernel": kernel, "task": task, "target": target or "", "compiled": False,
@@ -66,7 +67,7 @@ def verify(kernel: str, task: str, seeds: int, target: str | None, kernel_name: 
     same = os.path.realpath(kernel) == os.path.realpath(task)
     hidden = tuple(os.path.abspath(p) for p in ([] if same else [task]) + list(protect)
                    if os.path.realpath(p) != os.path.realpath(kernel))
-    from .cost.calibration import request_field
+    from nki_agent.toolchain.cost.calibration import request_field
 
     ker_req = dict(request_field(), **(kernel_extra or {}))
     if traced and ker_req.get("role") != "device":  # on the simulator: traced in the kernel's jail, executed in a clean one
@@ -123,7 +124,7 @@ def _verify_traced(kernel: str, task: str, seed_list: list[int], seeds: int, tar
                    hidden: tuple[str, ...], extra: dict[str, Any], base: dict[str, Any]) -> protocol.VerifyResult:
     """Three jailed workers: the reference (task code), the tracer (kernel code, placeholders only) and the
     executor (no user code: the traced program on each seed's arrays); the verdict is computed here."""
-    from .results import verify_result
+    from nki_agent.toolchain.judging.results import verify_result
 
     t0 = time.monotonic()
     ref_w = sandbox.start(sandbox.Job({"op": "reference", "task": task, "seeds": len(seed_list),
@@ -199,7 +200,7 @@ def _relay_traced(ref_w: sandbox.Worker, tr_w: sandbox.Worker, ex_w: sandbox.Wor
     """The reference's settings go to the tracer and the executor; each seed's shapes and dtypes (a new
     signature only) to the tracer, whose program is forwarded to the executor; each seed's arrays go to the
     executor once its program is there. The tracer never sees an array's values."""
-    from .trace_roles import spec_of
+    from nki_agent.toolchain.judging.trace_roles import spec_of
 
     lock = threading.Lock()
     ready: set[str] = set()
@@ -342,9 +343,9 @@ def _judge(body: dict[str, Any], frames: dict[int, tuple[dict[str, Any], list[np
            task: str) -> tuple[dict[str, Any], dict[int, int]]:
     """Rebuild the verify result from the trusted plan and the kernel's ``run`` frames; also the line of
     each seed's first mismatch, where the kernel's store log names it (display only)."""
-    from .roles import _task_settings
-    from .sim.stores import line_of
-    from .verify import SeedResult, VerifyResult, _compare_all, mark_mutated, tolerance_for
+    from nki_agent.toolchain.judging.roles import _task_settings
+    from nki_agent.toolchain.sim.stores import line_of
+    from nki_agent.toolchain.judging.verify import SeedResult, VerifyResult, _compare_all, mark_mutated, tolerance_for
 
     res = body["result"]
     problems = [Problem.from_dict(p) for p in res.get("problems", [])][:200]

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import NkiError, Problem, SourceLocation
+from nki_agent.toolchain.facts.errors import NkiError, Problem, SourceLocation
 
 MAX_OUTPUTS = 64  # outputs per seed sent back; kernels return a handful
 MAX_SCAN_BYTES = 5 << 20  # the tamper scan reads what load_module would accept
@@ -54,7 +54,7 @@ def launch_records(task: Any) -> list[Any]:
     (``run_cases`` keeps its own records to itself; the store log of each seed's launch travels with its run)."""
     import dataclasses
 
-    from .sim.kernel import DEFAULTS
+    from nki_agent.toolchain.sim.kernel import DEFAULTS
 
     records: list[Any] = []
     plain = task.launcher
@@ -86,8 +86,8 @@ def reference_role(req: dict[str, Any], emit: Emit) -> tuple[dict[str, Any], lis
     """Task code only, never kernel code: a ``settings`` frame, then one ``seed`` frame per seed (its
     inputs, parameters and expected outputs) as soon as it is drawn, so the kernel can run seed k while
     the reference draws seed k + 1; the reply ends the stream."""
-    from .tasks import load_task, search_path
-    from .verify import _to_np, draw, task_problem
+    from nki_agent.toolchain.tasks import load_task, search_path
+    from nki_agent.toolchain.judging.verify import _to_np, draw, task_problem
 
     task_path = req["task"]
     try:
@@ -111,9 +111,9 @@ def kernel_role(req: dict[str, Any], next_frame: Frames,
                 emit: Emit) -> tuple[dict[str, Any], list[np.ndarray | None]]:
     """Run the kernel on each seed's arguments as the parent sends them (``settings``, then ``seed``
     frames until ``end``); a ``run`` frame per seed carries its outputs and final arguments back."""
-    from . import guard
-    from .tasks import find_kernel, load_module, search_path
-    from .verify import Case, VerifyResult, run_cases, select_params
+    from nki_agent.toolchain.isolation import guard
+    from nki_agent.toolchain.tasks import find_kernel, load_module, search_path
+    from nki_agent.toolchain.judging.verify import Case, VerifyResult, run_cases, select_params
 
     kernel_path = req["kernel"]
     result = VerifyResult(kernel=kernel_path, task=req.get("task", ""), target=req.get("target") or "")
@@ -142,7 +142,7 @@ def kernel_role(req: dict[str, Any], next_frame: Frames,
 
         judge = run_frames(seed_args, records, runs, emit)
         with _tensor_outputs_only(kernel_path):
-            from .worker import _calibration
+            from nki_agent.toolchain.isolation.worker import _calibration
 
             result = run_cases(kernel, settings, kernel_path, cases(), judge, req.get("target"),
                                req.get("time_limit"), calibration=_calibration(req))
@@ -164,7 +164,7 @@ def run_frames(seed_args: dict[int, list[Any]], records: list[Any], runs: dict[s
                emit: Emit) -> Callable[[int, list[Any], Any, list[str]], Any]:
     """``run_cases``' judge in a worker: it judges nothing, it sends the seed's ``run`` frame — the outputs,
     the arguments as they are afterwards and the launch's store log — for the parent to judge."""
-    from .verify import SeedResult
+    from nki_agent.toolchain.judging.verify import SeedResult
 
     def judge(seed: int, got: list[Any], expected: Any, mutated: list[str]) -> SeedResult:
         outs = [g if isinstance(g, np.ndarray) else None for g in got[:MAX_OUTPUTS]]
@@ -214,7 +214,7 @@ def _changed(before: dict[tuple[str, str, str], int]) -> list[str]:
 
 def _refuse_tampering(kernel_path: str) -> None:
     """Kernel source that rebinds modules, walks sys.modules or reads code/globals is not loaded."""
-    from .tamper import findings
+    from nki_agent.toolchain.isolation.tamper import findings
 
     try:
         with open(kernel_path, encoding="utf-8", errors="replace") as f:
@@ -243,7 +243,7 @@ def _preload(kernel_path: str) -> None:
         except Exception:  # noqa: BLE001 - not installed: the kernel's own import will say so
             pass
     try:  # the cost model estimates the first launch; its result models are pydantic classes, whose
-        from . import cost  # noqa: F401  # creation reads frames (sys._getframe), refused once guarded
+        from nki_agent.toolchain import cost  # noqa: F401  # creation reads frames (sys._getframe), refused once guarded
     except Exception:  # noqa: BLE001 - no cost model: the estimate is simply absent
         pass
     gc.collect()
@@ -253,7 +253,7 @@ def _task_settings(src: dict[str, Any]) -> Any:
     """A Task carrying only settings (launcher, tolerance, mutation policy): no module, no reference."""
     import types
 
-    from .tasks import Task
+    from nki_agent.toolchain.tasks import Task
 
     return Task(path=str(src.get("path", "")), module=types.ModuleType("nki_agent_task_settings"),
                 get_inputs=list, reference=None, model_class=None, get_init_inputs=None,
@@ -270,9 +270,9 @@ class _tensor_outputs_only:
         self.kernel_path = kernel_path
 
     def __enter__(self) -> None:
-        from .location import caller_location
-        from .sim import kernel as simkernel
-        from .sim.tensor import Tensor
+        from nki_agent.toolchain.location import caller_location
+        from nki_agent.toolchain.sim import kernel as simkernel
+        from nki_agent.toolchain.sim.tensor import Tensor
 
         self.original = original = simkernel._to_numpy
         path = self.kernel_path
@@ -289,14 +289,14 @@ class _tensor_outputs_only:
         simkernel._to_numpy = checked  # type: ignore[assignment]
 
     def __exit__(self, *exc: object) -> None:
-        from .sim import kernel as simkernel
+        from nki_agent.toolchain.sim import kernel as simkernel
 
         simkernel._to_numpy = self.original  # type: ignore[assignment]
 
 
 def _mark_violations(result: Any, kernel_path: str) -> None:
     """Refused operations become ``sim_sandbox_violation`` problems, even when the kernel caught them."""
-    from . import guard
+    from nki_agent.toolchain.isolation import guard
 
     found = False
     for i, p in enumerate(result.problems):

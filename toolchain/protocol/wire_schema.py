@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from .wire import MAX_DIMS, nbytes, plain_dtype
+from nki_agent.toolchain.protocol.wire import MAX_DIMS, nbytes, plain_dtype
 
 
 class ArrayMeta(BaseModel):

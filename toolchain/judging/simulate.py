@@ -9,11 +9,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import dtypes
-from .errors import NkiError, Problem
-from .sim.kernel import DEFAULTS, LaunchDefaults, LaunchRecord
-from .tasks import find_kernel, load_module, load_task
-from .verify import _as_list, _extra_args, _to_np
+from nki_agent.toolchain.facts import dtypes
+from nki_agent.toolchain.facts.errors import NkiError, Problem
+from nki_agent.toolchain.sim.kernel import DEFAULTS, LaunchDefaults, LaunchRecord
+from nki_agent.toolchain.tasks import find_kernel, load_module, load_task
+from nki_agent.toolchain.judging.verify import _as_list, _extra_args, _to_np
 
 
 def _summary(a: np.ndarray) -> dict[str, Any]:
@@ -67,7 +67,7 @@ def simulate_files(kernel_path: str, task_path: str, target: str | None = None, 
     except NkiError as e:
         out["problems"].append(Problem.from_error(e).as_dict())
     except Exception as e:
-        from .location import traceback_location
+        from nki_agent.toolchain.location import traceback_location
 
         loc = traceback_location(e.__traceback__)
         out["problems"].append(Problem("sim_task_error", f"{type(e).__name__} in task code: {e}", location=loc).as_dict())
@@ -91,8 +91,8 @@ def estimate_json(rec: LaunchRecord, timeline: bool = False, sensitivities: bool
     documented defaults: ``cost.calibration.effective_constants``)."""
     assert rec.instruction_trace is not None
     try:
-        from .cost import estimate_data
-        from .cost.calibration import effective_constants
+        from nki_agent.toolchain.cost import estimate_data
+        from nki_agent.toolchain.cost.calibration import effective_constants
 
         return estimate_data(rec.instruction_trace, rec.target, constants=effective_constants(rec.target, calibration),
                              peak_sbuf_bytes=rec.peak_sbuf_bytes, timeline=timeline, sensitivities=sensitivities)

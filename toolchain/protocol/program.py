@@ -28,8 +28,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .. import dtypes
-from ..errors import SourceLocation
+from nki_agent.toolchain.facts import dtypes
+from nki_agent.toolchain.facts.errors import SourceLocation
 
 VERSION = 1
 MAX_PROGRAM_BYTES = 512 << 20  # the serialized program (JSON, compressed on the wire)
@@ -187,10 +187,10 @@ class Unencodable(TypeError):
 def encode(v: Any, tensor_id: Callable[[Any], int], fn_name: Callable[[Any], str | None],
            depth: int = 0) -> Any:
     """One argument as plain JSON data. ``tensor_id`` names a tensor handle; ``fn_name`` an NKI callable."""
-    from .buffers import Buffer
-    from .index import Index, Mask
-    from .storage import ParDim
-    from .tensor import Tensor
+    from nki_agent.toolchain.sim.buffers import Buffer
+    from nki_agent.toolchain.sim.index import Index, Mask
+    from nki_agent.toolchain.sim.storage import ParDim
+    from nki_agent.toolchain.sim.tensor import Tensor
 
     if depth > MAX_DEPTH:
         raise Unencodable("argument nested too deeply")
@@ -294,7 +294,7 @@ def decode_array(x: Any) -> np.ndarray:
         raise ProgramError("malformed array")
     (kind, body), = x.items()
     name, shape = _s(body[0]), [_i(d) for d in _l(body[1])]
-    from ..wire import plain_dtype
+    from nki_agent.toolchain.protocol.wire import plain_dtype
 
     try:
         dt = plain_dtype(name)
@@ -332,9 +332,9 @@ class Names:
 
 def decode(x: Any, names: Names, depth: int = 0) -> Any:
     """Plain JSON data → the argument value the executor passes to the simulator."""
-    from .buffers import Buffer
-    from .index import Index, Mask
-    from .storage import ParDim
+    from nki_agent.toolchain.sim.buffers import Buffer
+    from nki_agent.toolchain.sim.index import Index, Mask
+    from nki_agent.toolchain.sim.storage import ParDim
 
     if depth > MAX_DEPTH:
         raise ProgramError("argument nested too deeply")
@@ -378,7 +378,7 @@ def decode(x: Any, names: Names, depth: int = 0) -> Any:
         dt = dtypes.ALL.get(_s(body))
         if dt is None:
             try:
-                from ..wire import plain_dtype
+                from nki_agent.toolchain.protocol.wire import plain_dtype
 
                 dt = plain_dtype(body)
             except ValueError:

@@ -29,9 +29,16 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from . import sandbox
-from .errors import Problem
-from .protocol import CompileResult, ProblemInfo, ProfileResult, SimulateResult, TaskDescription, VerifyResult
+from nki_agent.toolchain.isolation import sandbox
+from nki_agent.toolchain.facts.errors import Problem
+from nki_agent.toolchain.protocol.jobs import (
+    CompileResult,
+    ProblemInfo,
+    ProfileResult,
+    SimulateResult,
+    TaskDescription,
+    VerifyResult,
+)
 
 
 class Runner(Protocol):
@@ -86,7 +93,7 @@ class LocalRunner:
                kernel_name: str | None = None, timeout: float = sandbox.DEFAULT_TIMEOUT,
                cancel: threading.Event | None = None, search_path: Sequence[str] = (),
                protect: Sequence[str] = (), hidden_seeds: int = 0) -> VerifyResult:
-        from .judge import verify as judged
+        from nki_agent.toolchain.judging.judge import verify as judged
 
         return judged(kernel, task, seeds, target, kernel_name, timeout, cancel, search_path, protect,
                       hidden_seeds=hidden_seeds)
@@ -99,14 +106,14 @@ class LocalRunner:
         with its engine timeline, ``sensitivities`` with the latency's sensitivity to each free constant;
         ``arithmetic=False`` a trace-only run (outputs meaningless). These are this runner's own
         (``api.estimate``), not part of the ``Runner`` protocol."""
-        from .results import parse
+        from nki_agent.toolchain.judging.results import parse
 
         base = {"kernel": kernel, "task": task}
         req: dict[str, Any] = {"op": "simulate", "kernel": kernel, "task": task, "target": target, "kernel_name": kernel_name,
                "seed": seed, "estimate": bool(estimate), "timeline": bool(timeline), "arithmetic": bool(arithmetic),
                "sensitivities": bool(sensitivities)}
         if estimate:
-            from .cost.calibration import request_field
+            from nki_agent.toolchain.cost.calibration import request_field
 
             req.update(request_field())
         reply = sandbox.run(_with_search_path(req, search_path), timeout=timeout, cancel=cancel)
@@ -116,7 +123,7 @@ class LocalRunner:
                 timeout: float = sandbox.DEFAULT_TIMEOUT, cancel: threading.Event | None = None,
                 search_path: Sequence[str] = ()) -> CompileResult:
         """A launch on seed 0's inputs through the judged path (the kernel's process never has the task)."""
-        from .results import compile_result
+        from nki_agent.toolchain.judging.results import compile_result
 
         res = self.verify(kernel, task, seeds=1, target=target, kernel_name=kernel_name, timeout=timeout,
                           cancel=cancel, search_path=search_path)
@@ -128,7 +135,7 @@ class LocalRunner:
                 protect: Sequence[str] = (), hidden_seeds: int = 0, warmup: int = 5,
                 iterations: int = 50) -> ProfileResult:
         """The verification's figures; latency "not measured" here (no device, no cost model yet)."""
-        from .results import profile_result
+        from nki_agent.toolchain.judging.results import profile_result
 
         return profile_result(self.verify(kernel, task, seeds=seeds, target=target, kernel_name=kernel_name,
                                           timeout=timeout, cancel=cancel, search_path=search_path,
@@ -139,7 +146,7 @@ class LocalRunner:
         """One task-less run (a ``taskless.request``: the file's ``__main__`` driver, a pytest test, its shape
         lines) in a jailed worker. This runner's own, not part of the ``Runner`` protocol: a remote runner
         needs a task."""
-        from .results import parse
+        from nki_agent.toolchain.judging.results import parse
 
         kernel = str(request.get("kernel", ""))
         base = {"kernel": kernel, "task": "", "via": request.get("via", "none")}
@@ -147,7 +154,7 @@ class LocalRunner:
         return parse(SimulateResult, _body(reply, base), dict(base, sandbox=str(reply.get("sandbox", ""))), kernel)
 
     def describe(self, task: str, *, timeout: float = 30.0, search_path: Sequence[str] = ()) -> TaskDescription:
-        from .results import parse
+        from nki_agent.toolchain.judging.results import parse
 
         base = {"task": task}
         reply = sandbox.run(_with_search_path({"op": "describe", "task": task}, search_path), timeout=timeout)

@@ -1,4 +1,4 @@
-"""Worker process: ``python -m nki_agent.toolchain.worker`` reads request frames on stdin (``wire.py``).
+"""Worker process: ``python -m nki_agent.toolchain.isolation.worker`` reads request frames on stdin (``wire.py``).
 
 Runs untrusted kernel and task code — normally inside the OS jail ``sandbox.py`` puts it in — under
 rlimits it sets on itself before reading any user code (address space, CPU seconds, file size,
@@ -30,8 +30,8 @@ import signal
 import sys
 from typing import Any
 
-from . import wire
-from .errors import NkiError, Problem
+from nki_agent.toolchain.protocol import wire
+from nki_agent.toolchain.facts.errors import NkiError, Problem
 
 PR_SET_PDEATHSIG = 1  # prctl option from <linux/prctl.h>: signal sent to us when our parent thread exits
 MAX_REQUEST_BYTES = 4 << 30  # input arrays the parent sends (it drew them itself)
@@ -118,47 +118,47 @@ def _calibration(req: dict[str, Any]) -> dict[str, dict[str, float]]:
     """The request's ``cost_constants`` (the user's calibration, sent by the parent), validated."""
     if req.get("cost_constants") is None:
         return {}
-    from .cost.calibration import parse_overrides
+    from nki_agent.toolchain.cost.calibration import parse_overrides
 
     return parse_overrides(req.get("cost_constants"))
 
 
 def handle(req: dict[str, Any], out_fd: int) -> tuple[dict[str, Any], list[Any]]:
-    from .tasks import search_path
+    from nki_agent.toolchain.tasks import search_path
 
     op = req.get("op")
     extra = search_path(req)
     sys.dont_write_bytecode = True  # the user's folders are read, never written
     if op == "reference":
-        from .roles import reference_role
+        from nki_agent.toolchain.judging.roles import reference_role
 
         return reference_role(req, lambda header, arrays: wire.write(out_fd, header, arrays))
     if op == "kernel" and req.get("role") == "device":
-        from .device_role import device_role
+        from nki_agent.toolchain.judging.device_role import device_role
 
         return device_role(req, lambda: wire.read(sys.stdin.buffer, MAX_REQUEST_BYTES),
                            lambda header, arrays: wire.write(out_fd, header, arrays))
     if op == "kernel":
-        from .roles import kernel_role
+        from nki_agent.toolchain.judging.roles import kernel_role
 
         return kernel_role(req, lambda: wire.read(sys.stdin.buffer, MAX_REQUEST_BYTES),
                            lambda header, arrays: wire.write(out_fd, header, arrays))
     if op == "trace":
-        from .trace_roles import trace_role
+        from nki_agent.toolchain.judging.trace_roles import trace_role
 
         return trace_role(req, lambda: wire.read(sys.stdin.buffer, MAX_REQUEST_BYTES),
                           lambda header, arrays: wire.write(out_fd, header, arrays))
     if op == "execute":
-        from .trace_roles import executor_role
+        from nki_agent.toolchain.judging.trace_roles import executor_role
 
         return executor_role(req, lambda: wire.read(sys.stdin.buffer, MAX_REQUEST_BYTES),
                              lambda header, arrays: wire.write(out_fd, header, arrays))
     if op == "baseline":
-        from .baseline_role import baseline_role
+        from nki_agent.toolchain.judging.baseline_role import baseline_role
 
         return baseline_role(req)
     if op == "simulate":
-        from .simulate import simulate_files
+        from nki_agent.toolchain.judging.simulate import simulate_files
 
         return {"ok": True, "result": simulate_files(req["kernel"], req["task"], target=req.get("target"),
                                                      kernel_name=req.get("kernel_name"), seed=int(req.get("seed", 0)),
@@ -169,11 +169,11 @@ def handle(req: dict[str, Any], out_fd: int) -> tuple[dict[str, Any], list[Any]]
                                                      sensitivities=_flag(req, "sensitivities", False),
                                                      calibration=_calibration(req))}, []
     if op == "taskless":
-        from .taskless import run_job
+        from nki_agent.toolchain.taskless import run_job
 
         return {"ok": True, "result": run_job(req)}, []
     if op == "describe":
-        from .tasks import describe_task
+        from nki_agent.toolchain.tasks import describe_task
 
         return {"ok": True, "result": describe_task(req["task"], extra)}, []
     return {"ok": False, "error": f"unknown op {op!r}"}, []

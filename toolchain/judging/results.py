@@ -19,8 +19,16 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from .errors import Problem, SourceLocation
-from .protocol import CompileResult, Latency, ProblemInfo, ProfileResult, SeedFigures, Stage, VerifyResult
+from nki_agent.toolchain.facts.errors import Problem, SourceLocation
+from nki_agent.toolchain.protocol.jobs import (
+    CompileResult,
+    Latency,
+    ProblemInfo,
+    ProfileResult,
+    SeedFigures,
+    Stage,
+    VerifyResult,
+)
 
 SEED_BOUND = 2**31 - 1
 M = TypeVar("M", bound=BaseModel)

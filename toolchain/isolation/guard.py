@@ -20,7 +20,7 @@ from types import FrameType
 from typing import Any
 
 _STDLIB = os.path.abspath(sysconfig.get_paths()["stdlib"])
-_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the toolchain folder
 _HERE = __file__
 
 # events refused outright: processes, network, native code, introspection that reaches other code's state

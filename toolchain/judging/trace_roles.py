@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import NkiError, Problem, SourceLocation
+from nki_agent.toolchain.facts.errors import NkiError, Problem, SourceLocation
 
 Frames = Callable[[], tuple[dict[str, Any], list[np.ndarray | None]]]
 Emit = Callable[[dict[str, Any], list[np.ndarray | None]], None]
@@ -30,14 +30,14 @@ MAX_SPECS = 16  # distinct input signatures one verification may trace
 
 def spec_of(arrays: list[np.ndarray]) -> list[dict[str, Any]]:
     """Shapes and dtypes of a seed's arrays: all the kernel's process learns of them."""
-    from . import dtypes
+    from nki_agent.toolchain.facts import dtypes
 
     return [{"shape": [int(d) for d in a.shape], "dtype": dtypes.name(a.dtype)} for a in arrays]
 
 
 def placeholders(spec: list[dict[str, Any]]) -> list[np.ndarray]:
     """Zero-filled arrays of the given shapes and dtypes (the pages are not touched until written)."""
-    from . import dtypes
+    from nki_agent.toolchain.facts import dtypes
 
     return [np.zeros(tuple(int(d) for d in s["shape"]), dtype=dtypes.as_dtype(s["dtype"])) for s in spec]
 
@@ -46,9 +46,9 @@ def trace_kernel(kernel: Any, task: Any, arrays: list[np.ndarray], n_inputs: int
                  time_limit: float | None) -> Any:
     """Launch ``kernel`` on ``arrays`` (placeholders: inputs, then model parameters) through ``task``'s
     launcher while recording; the traced ``Program``. Raises the kernel's trace-time ``NkiError``."""
-    from .sim.kernel import DEFAULTS, LaunchDefaults, LaunchRecord, kernel_location
-    from .sim.record import Recorder
-    from .verify import select_params
+    from nki_agent.toolchain.sim.kernel import DEFAULTS, LaunchDefaults, LaunchRecord, kernel_location
+    from nki_agent.toolchain.sim.record import Recorder
+    from nki_agent.toolchain.judging.verify import select_params
 
     rec = Recorder(arrays)
     records: list[LaunchRecord] = []
@@ -72,8 +72,8 @@ def traced(kernel: Any, task: Any, arrays: list[np.ndarray], n_inputs: int, targ
            time_limit: float | None) -> Any:
     """In this process (trusted callers): trace on placeholders shaped like ``arrays``, round-trip the program
     through its wire form and return the ``ProgramKernel`` that executes it."""
-    from .sim.program import unpack, pack
-    from .sim.replay import ProgramKernel
+    from nki_agent.toolchain.protocol.program import unpack, pack
+    from nki_agent.toolchain.sim.replay import ProgramKernel
 
     program = trace_kernel(kernel, task, placeholders(spec_of(arrays)), n_inputs, target, time_limit)
     return ProgramKernel(unpack(pack(program)))
@@ -97,10 +97,10 @@ def _preload_torch(kernel_path: str) -> None:
 def trace_role(req: dict[str, Any], next_frame: Frames, emit: Emit) -> tuple[dict[str, Any], list[np.ndarray | None]]:
     """Load the kernel (the tamper scan and the audit-hook tripwire of ``roles.kernel_role``: clear messages for
     attempts, not the boundary), then one ``program`` frame per ``spec`` frame."""
-    from . import guard
-    from .roles import _refuse_tampering, _task_settings
-    from .sim.program import ProgramError, pack
-    from .tasks import find_kernel, load_module, search_path
+    from nki_agent.toolchain.isolation import guard
+    from nki_agent.toolchain.judging.roles import _refuse_tampering, _task_settings
+    from nki_agent.toolchain.protocol.program import ProgramError, pack
+    from nki_agent.toolchain.tasks import find_kernel, load_module, search_path
 
     kernel_path = req["kernel"]
     problems: list[Problem] = []
@@ -146,14 +146,14 @@ def trace_role(req: dict[str, Any], next_frame: Frames, emit: Emit) -> tuple[dic
 
 def _warm() -> None:
     """Import the cost model and build both generations' NKI namespaces before the first program arrives."""
-    from .sim import runtime
-    from .sim.replay import _namespaces
+    from nki_agent.toolchain.sim import runtime
+    from nki_agent.toolchain.sim.replay import _namespaces
 
     for generation in (runtime.NEW, runtime.CLASSIC):
         _namespaces(generation)
     try:
-        from . import cost  # noqa: F401
-        from .cost.calibration import effective_constants  # noqa: F401
+        from nki_agent.toolchain import cost  # noqa: F401
+        from nki_agent.toolchain.cost.calibration import effective_constants  # noqa: F401
     except Exception as e:  # noqa: BLE001 - no cost model: the estimate is simply absent
         import sys
 
@@ -163,11 +163,11 @@ def _warm() -> None:
 def executor_role(req: dict[str, Any], next_frame: Frames,
                   emit: Emit) -> tuple[dict[str, Any], list[np.ndarray | None]]:
     """Execute the traced program on each seed's arrays; ``run`` frames as ``roles.kernel_role`` sent them."""
-    from .roles import _task_settings, launch_records, run_frames
-    from .sim.program import ProgramError, unpack
-    from .sim.replay import ProgramDispatch, ProgramKernel, use_source
-    from .verify import Case, VerifyResult, run_cases
-    from .worker import _calibration
+    from nki_agent.toolchain.judging.roles import _task_settings, launch_records, run_frames
+    from nki_agent.toolchain.protocol.program import ProgramError, unpack
+    from nki_agent.toolchain.sim.replay import ProgramDispatch, ProgramKernel, use_source
+    from nki_agent.toolchain.judging.verify import Case, VerifyResult, run_cases
+    from nki_agent.toolchain.isolation.worker import _calibration
 
     kernel_path = str(req.get("kernel_file", ""))
     result = VerifyResult(kernel=kernel_path, task=str(req.get("task_file", "")), target=req.get("target") or "")

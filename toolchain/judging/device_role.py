@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from .errors import NkiError, Problem, SourceLocation
-from .roles import MAX_OUTPUTS, Emit, Frames, _refuse_tampering, _task_settings
+from nki_agent.toolchain.facts.errors import NkiError, Problem, SourceLocation
+from nki_agent.toolchain.judging.roles import MAX_OUTPUTS, Emit, Frames, _refuse_tampering, _task_settings
 
 MAX_SOURCE_BYTES = 5 << 20
 WATCHED = ("neuronxcc", "nki", "nkipy", "numpy", "nki_agent", "fake_neuron_device")  # the SDK, and what reports on it
@@ -87,8 +87,8 @@ def poison(arrays: Sequence[Any]) -> None:
 
 def load_kernel_module(path: str, search_path: Sequence[str]) -> types.ModuleType:
     """Execute the kernel file as a module with the real SDK's imports (no simulator shim)."""
-    from .location import traceback_location
-    from .tasks import search_dirs
+    from nki_agent.toolchain.location import traceback_location
+    from nki_agent.toolchain.tasks import search_dirs
 
     with open(path, "rb") as f:
         raw = f.read(MAX_SOURCE_BYTES + 1)
@@ -116,7 +116,7 @@ def load_kernel_module(path: str, search_path: Sequence[str]) -> types.ModuleTyp
 
 
 def find_kernel(module: types.ModuleType, source: str, name: str | None, path: str) -> Any:
-    from .device_sdk import jit_functions
+    from nki_agent.toolchain.judging.device_sdk import jit_functions
 
     names = [name] if name else jit_functions(source)
     if len(names) != 1:
@@ -132,7 +132,7 @@ def find_kernel(module: types.ModuleType, source: str, name: str | None, path: s
 
 def _device_problem(e: BaseException, path: str) -> Problem:
     """An exception the SDK or the device raised, at the kernel's line when the traceback reaches it."""
-    from .location import traceback_location
+    from nki_agent.toolchain.location import traceback_location
 
     if isinstance(e, NkiError):
         return Problem.from_error(e)
@@ -143,9 +143,9 @@ def _device_problem(e: BaseException, path: str) -> Problem:
 def device_role(req: dict[str, Any], next_frame: Frames, emit: Emit) -> tuple[dict[str, Any], list[Any]]:
     """Run the kernel on each seed's arguments on the device (``settings``, ``seed``... ``end`` frames);
     a ``run`` frame per seed; with ``mode: "time"`` then a ``timing`` frame of raw figures."""
-    from . import device_sdk
-    from .tasks import search_path
-    from .verify import SeedResult, VerifyResult
+    from nki_agent.toolchain.judging import device_sdk
+    from nki_agent.toolchain.tasks import search_path
+    from nki_agent.toolchain.judging.verify import SeedResult, VerifyResult
 
     kernel_path = req["kernel"]
     result = VerifyResult(kernel=kernel_path, task=req.get("task", ""), target=str(req.get("device_target") or ""))
@@ -224,7 +224,7 @@ def _time(sdk: Any, kernel: Any, timed: tuple[list[Any], list[Any]] | None, neff
           req: dict[str, Any], kernel_path: str, result: Any, take: Any, compare: Any) -> dict[str, Any]:
     """The timing frame: raw figures of the checked launch's kernel, or why there are none."""
     from ..runner.latency import LoopPolicy
-    from . import device_sdk
+    from nki_agent.toolchain.judging import device_sdk
 
     if timed is None:
         return device_sdk.Timing(False, reason="the kernel did not run, so it was not timed").as_json()

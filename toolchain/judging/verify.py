@@ -16,10 +16,17 @@ from typing import Any
 
 import numpy as np
 
-from . import dtypes
-from .errors import NkiError, Problem, SourceLocation
-from .sim.kernel import DEFAULTS, Kernel, LaunchDefaults, LaunchRecord, kernel_location, to_numpy_input
-from .tasks import Task, find_kernel, load_module, load_task
+from nki_agent.toolchain.facts import dtypes
+from nki_agent.toolchain.facts.errors import NkiError, Problem, SourceLocation
+from nki_agent.toolchain.sim.kernel import (
+    DEFAULTS,
+    Kernel,
+    LaunchDefaults,
+    LaunchRecord,
+    kernel_location,
+    to_numpy_input,
+)
+from nki_agent.toolchain.tasks import Task, find_kernel, load_module, load_task
 
 # Default tolerances by output precision (KernelBench's policy, widened for fp8's 3-bit mantissa).
 TOLERANCES = {"float32": (1e-4, 1e-4), "float16": (1e-2, 1e-2), "bfloat16": (1e-2, 1e-2),
@@ -228,8 +235,8 @@ def run_cases(kernel: Kernel, task: Task, kernel_path: str, cases: Iterable[Case
 
     ``task`` only supplies settings here (launcher, tolerance, input mutation policy). ``estimate``: the
     first case's launch is traced and the cost model's estimate kept (``VerifyResult.estimate``)."""
-    from .sim.kernel import _DEFAULT_TARGET
-    from .simulate import estimate_json
+    from nki_agent.toolchain.sim.kernel import _DEFAULT_TARGET
+    from nki_agent.toolchain.judging.simulate import estimate_json
 
     records: list[LaunchRecord] = []
     target = target or task.target
@@ -362,7 +369,7 @@ def verify_files(kernel_path: str, task_path: str, seeds: int = DEFAULT_SEEDS, t
 
 def task_problem(e: BaseException, task_path: str) -> Problem:
     """``sim_task_error`` for an exception the task's own code raised, at its line."""
-    from .location import traceback_location
+    from nki_agent.toolchain.location import traceback_location
 
     return Problem("sim_task_error", f"{type(e).__name__} in task code: {e}",
                    location=traceback_location(e.__traceback__) or SourceLocation(task_path, 1))

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from .source_facts import generation_of_source
+from nki_agent.toolchain.source_facts import generation_of_source
 
 CLASSIC, NEW = "classic", "new"
 PERCENTILES = (0, 1, 10, 25, 50, 90, 99, 100)

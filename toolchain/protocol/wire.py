@@ -20,7 +20,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from . import dtypes
+from nki_agent.toolchain.facts import dtypes
 
 MAGIC = b"NKIW1\n"
 MAX_HEADER_BYTES = 16 << 20  # problems, traces and settings; far beyond any real header
@@ -180,7 +180,7 @@ def _metas(header: dict[str, Any], max_bytes: int, trusted: bool = False) -> lis
     if trusted:
         metas: list[Any] = [None if m is None else _Trusted(str(m["dtype"]), tuple(m["shape"])) for m in raw]
         return metas
-    from .wire_schema import ArrayMeta
+    from nki_agent.toolchain.protocol.wire_schema import ArrayMeta
 
     try:
         metas = [None if m is None else ArrayMeta.model_validate(m) for m in raw]

@@ -13,21 +13,21 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from .errors import NkiError, Problem
-from .protocol import SimulateResult, TaskDescription, VerifyResult
+from nki_agent.toolchain.facts.errors import NkiError, Problem
+from nki_agent.toolchain.protocol.jobs import SimulateResult, TaskDescription, VerifyResult
 
 IN_PROCESS = "in-process"
 
 
 def verify(kernel_path: str, task_path: str, seeds: int, target: str | None, kernel_name: str | None,
            time_limit: float | None, search_path: Sequence[str], hidden_seeds: int = 0) -> VerifyResult:
-    from . import verify as v
-    from .results import draw_hidden, verify_result
-    from .roles import launch_records
-    from .sim.stores import line_of
-    from .sim.replay import ProgramDispatch
-    from .tasks import find_kernel, load_module, load_task
-    from .trace_roles import spec_of, traced
+    from nki_agent.toolchain.judging import verify as v
+    from nki_agent.toolchain.judging.results import draw_hidden, verify_result
+    from nki_agent.toolchain.judging.roles import launch_records
+    from nki_agent.toolchain.sim.stores import line_of
+    from nki_agent.toolchain.sim.replay import ProgramDispatch
+    from nki_agent.toolchain.tasks import find_kernel, load_module, load_task
+    from nki_agent.toolchain.judging.trace_roles import spec_of, traced
 
     seed_list = list(range(seeds)) + draw_hidden(hidden_seeds, seeds)
     result = v.VerifyResult(kernel=kernel_path, task=task_path, target=target or "")
@@ -76,8 +76,8 @@ def verify(kernel_path: str, task_path: str, seeds: int, target: str | None, ker
 def simulate(kernel_path: str, task_path: str, target: str | None, kernel_name: str | None, seed: int,
              time_limit: float | None, search_path: Sequence[str], estimate: bool = True, timeline: bool = False,
              arithmetic: bool = True, sensitivities: bool = False) -> SimulateResult:
-    from .results import parse
-    from .simulate import simulate_files
+    from nki_agent.toolchain.judging.results import parse
+    from nki_agent.toolchain.judging.simulate import simulate_files
 
     data = dict(simulate_files(kernel_path, task_path, target, kernel_name, seed, time_limit=time_limit,
                                search_path=search_path, estimate=estimate, timeline=timeline,
@@ -89,8 +89,8 @@ def simulate(kernel_path: str, task_path: str, target: str | None, kernel_name: 
 def taskless(request: dict[str, Any]) -> SimulateResult:
     """One task-less run (``taskless.run_job``) here; ``__main__``, ``sys.argv``, ``sys.path`` and the modules
     it imported are put back afterwards (the code still ran in this process: trusted callers only)."""
-    from .results import parse
-    from .taskless import contained, run_job
+    from nki_agent.toolchain.judging.results import parse
+    from nki_agent.toolchain.taskless import contained, run_job
 
     kernel = str(request.get("kernel", ""))
     with contained():
@@ -99,8 +99,8 @@ def taskless(request: dict[str, Any]) -> SimulateResult:
 
 
 def describe(task_path: str, search_path: Sequence[str]) -> TaskDescription:
-    from .results import parse
-    from .tasks import describe_task
+    from nki_agent.toolchain.judging.results import parse
+    from nki_agent.toolchain.tasks import describe_task
 
     data = dict(describe_task(task_path, search_path), sandbox=IN_PROCESS)
     return parse(TaskDescription, data, {"task": task_path, "sandbox": IN_PROCESS}, task_path, "task description")

@@ -19,15 +19,15 @@ from typing import Any
 
 import numpy as np
 
-from .errors import NkiError, Problem
+from nki_agent.toolchain.facts.errors import NkiError, Problem
 
 TORCH_NEURONX, CPU = "torch-neuronx", "cpu"
 
 
 def baseline_role(req: dict[str, Any]) -> tuple[dict[str, Any], list[Any]]:
     from ..runner.latency import LoopPolicy, run_loop
-    from .tasks import load_task, search_path
-    from .verify import draw, task_problem
+    from nki_agent.toolchain.tasks import load_task, search_path
+    from nki_agent.toolchain.judging.verify import draw, task_problem
 
     task_path = req["task"]
     policy = LoopPolicy.from_json(req.get("policy"))
@@ -69,7 +69,7 @@ def _on_device(task: Any, inputs: list[Any]) -> tuple[Callable[[], float] | None
     except ImportError as e:
         return None, CPU, f"torch-neuronx is not installed on this runner ({e}): the reference runs on the CPU"
     try:
-        from .verify import _np_to_torch
+        from nki_agent.toolchain.judging.verify import _np_to_torch
 
         device = xm.xla_device()
         model = task.make_reference().to(device)
@@ -89,7 +89,7 @@ def _on_device(task: Any, inputs: list[Any]) -> tuple[Callable[[], float] | None
 
 
 def _on_cpu(task: Any, inputs: list[Any]) -> Callable[[], float]:
-    from .verify import _np_to_torch, _to_np
+    from nki_agent.toolchain.judging.verify import _np_to_torch, _to_np
 
     ref = task.make_reference()
     if task.reference is not None:

@@ -20,8 +20,8 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .errors import Problem, Related, SourceLocation, doc_url
-from .protocol_cost import CostEstimate
+from nki_agent.toolchain.facts.errors import Problem, Related, SourceLocation, doc_url
+from nki_agent.toolchain.protocol.cost import CostEstimate
 
 Op = Literal["compile", "simulate", "verify", "profile", "baseline"]
 Stage = Literal["none", "compiled", "correct", "latency"]

@@ -1,7 +1,7 @@
 """Runs toolchain jobs on untrusted code in a separate worker process inside the OS jail (``jail.py``).
 
 This is the one seam every caller goes through (CLI, language server, agent, benchmarks, the runner):
-``start(job)`` spawns ``python -m nki_agent.toolchain.worker`` jailed — or, where namespaces are
+``start(job)`` spawns ``python -m nki_agent.toolchain.isolation.worker`` jailed — or, where namespaces are
 unavailable, as a plain resource-limited process, said once on stderr and labelled ``unsandboxed``
 in every reply. The parent never executes kernel or task code. It sends the request (and later
 frames of input arrays) on the worker's stdin, drains the result pipe, stdout and stderr while the
@@ -37,8 +37,9 @@ from typing import Any
 
 import numpy as np
 
-from . import jail, jail_cgroup, jail_imports, wire
-from .errors import Problem, SourceLocation
+from nki_agent.toolchain.isolation import jail, jail_cgroup, jail_imports
+from nki_agent.toolchain.protocol import wire
+from nki_agent.toolchain.facts.errors import Problem, SourceLocation
 
 DEFAULT_TIMEOUT = 60.0  # seconds of wall time per job; the largest example verifies in well under 5 s
 DEFAULT_MEMORY = 6 << 30  # address space of the worker: numpy + torch need ~2 GiB of it before any kernel runs
@@ -185,7 +186,7 @@ class Worker:
         keep += list(seccomp)
         env = jail.environment({**dict(job.env), "NKI_AGENT_RESULT_FD": str(w_fd),
                                 "NKI_AGENT_PARENT_PID": str(os.getpid()), "NKI_AGENT_SANDBOX": self.sandbox})
-        argv = [sys.executable, "-I", "-B", "-m", "nki_agent.toolchain.worker"]
+        argv = [sys.executable, "-I", "-B", "-m", "nki_agent.toolchain.isolation.worker"]
         spec = jail.JailSpec(readable=_readable(job), hidden=job.hidden, devices=binds)
         if state.available:
             env["NKI_AGENT_PARENT_PID"] = "0"  # in the jail's pid namespace the parent is outside (ppid 0)

@@ -52,3 +52,48 @@ def verified_fixes(path: str, text: str, diagnostics: list[Diagnostic],
             if removed and not added:
                 out.setdefault(k, []).append(fix)
     return out
+
+
+FIX_ALL_ROUNDS = 10  # a fix can unblock another (a hoist, then a split); each round re-checks the whole file
+
+
+def _spans(text: str, fix: Fix) -> list[tuple[int, int]]:
+    lines = text.split("\n")
+    return [(_offset(lines, e.line, e.column), _offset(lines, e.end_line, e.end_column)) for e in fix.edits]
+
+
+def _no_worse(before: Counter[str], after: list[Diagnostic]) -> bool:
+    counts = Counter(d.code for d in after)
+    return sum(counts.values()) < sum(before.values()) and all(counts[c] <= before[c] for c in counts)
+
+
+def fix_all(path: str, text: str, check: Callable[[str, str], list[Diagnostic]]) -> tuple[str, list[Fix]]:
+    """Every verified fix of ``text`` applied (``source.fixAll``, ``check --fix``): each round takes the first
+    verified fix of every diagnostic, drops those overlapping one already taken, applies them together and
+    keeps the result if the whole file re-checks with fewer findings and no code more often (else only the
+    first fix); rounds repeat while fixes remain. ``check`` is what the user sees (suppressions applied).
+    Returns the new text and the fixes applied, in order."""
+    applied: list[Fix] = []
+    for _ in range(FIX_ALL_ROUNDS):
+        diags = check(path, text)
+        offered = verified_fixes(path, text, diags, check)
+        if not offered:
+            break
+        chosen: list[Fix] = []
+        taken: list[tuple[int, int]] = []
+        for k in sorted(offered):
+            fix = offered[k][0]
+            if fix.edits in {f.edits for f in chosen}:
+                continue
+            spans = _spans(text, fix)
+            if any(s < e2 and s2 < e or s == s2 for s, e in spans for s2, e2 in taken):
+                continue
+            chosen.append(fix)
+            taken.extend(spans)
+        combined = apply_edits(text, tuple(e for f in chosen for e in f.edits))
+        if len(chosen) > 1 and not _no_worse(Counter(d.code for d in diags), check(path, combined)):
+            chosen = chosen[:1]
+            combined = apply_edits(text, chosen[0].edits)
+        text = combined
+        applied.extend(chosen)
+    return text, applied

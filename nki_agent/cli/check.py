@@ -1,13 +1,23 @@
-"""``nki-agent check FILE... [--format text|json|sarif] [--fix]``: what can be found without running."""
+"""``nki-agent check FILE... [--format text|json|sarif] [--fix] [--severity CODE=LEVEL]``: what can be found
+without running.
+
+What is reported, in every format, is what the user asked to see (``diagnostics/suppress.py``): the file's
+``# nki: ignore[...]`` comments, and the per-code severity of the nearest ``pyproject.toml`` with a
+``[tool.nki-agent]`` table (``severity = {code = "warning"}``) overridden by ``--severity``. ``--fix`` applies
+the fixes ``source.fixAll.nki`` applies in the editor (``diagnostics.fixes.fix_all``).
+"""
 
 from __future__ import annotations
 
+import tomllib
+from functools import lru_cache
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
-from ..diagnostics.fixes import apply_edits, verified_fixes
+from ..diagnostics import suppress
+from ..diagnostics.fixes import fix_all
 from ..diagnostics.model import Diagnostic, from_problem
 from ..diagnostics.static import Settings, check_text
 from ..toolchain.check import check_file
@@ -28,19 +38,42 @@ def diagnose(path: str, settings: Settings) -> list[Diagnostic]:
     return diags + check_text(path, text, settings)
 
 
-def fix_file(path: str, settings: Settings) -> int:
-    """Apply every verified quick fix (non-overlapping, first fix per diagnostic); returns how many."""
-    applied = 0
-    for _ in range(10):  # fixes can unblock each other; bounded rounds
+@lru_cache(maxsize=64)
+def project_severity(folder: Path) -> dict[str, str]:
+    """``[tool.nki-agent] severity`` of the nearest ``pyproject.toml`` above ``folder`` that has the table."""
+    for d in (folder, *folder.parents):
+        f = d / "pyproject.toml"
+        if not f.is_file():
+            continue
+        try:
+            table = tomllib.loads(f.read_text(encoding="utf-8")).get("tool", {}).get("nki-agent")
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+            raise typer.BadParameter(f"{f}: {e}") from None
+        if isinstance(table, dict):
+            try:
+                return suppress.check_levels(table.get("severity", {}), f"{f} [tool.nki-agent]")
+            except ValueError as e:
+                raise typer.BadParameter(str(e)) from None
+    return {}
+
+
+def shown(path: str, diags: list[Diagnostic], severity: dict[str, str]) -> list[Diagnostic]:
+    """``diags`` of ``path`` without what its ignore comments or ``severity`` hide, re-graded."""
+    try:
         text = Path(path).read_text(encoding="utf-8")
-        diags = check_text(path, text, settings)
-        offered = verified_fixes(path, text, diags, lambda p, t: check_text(p, t, settings))
-        if not offered:
-            break
-        fix = offered[min(offered)][0]
-        Path(path).write_text(apply_edits(text, fix.edits), encoding="utf-8")
-        applied += 1
-    return applied
+    except (OSError, UnicodeDecodeError):
+        return suppress.apply(diags, "", path, severity)
+    return suppress.apply(diags, text, path, severity)
+
+
+def fix_file(path: str, settings: Settings, severity: dict[str, str] | None = None) -> int:
+    """Apply every verified quick fix of what is shown (``fix_all``), in place; returns how many."""
+    text = Path(path).read_text(encoding="utf-8")
+    fixed, applied = fix_all(path, text, lambda p, t: suppress.apply(check_text(p, t, settings), t, p,
+                                                                       severity or {}))
+    if applied:
+        Path(path).write_text(fixed, encoding="utf-8")
+    return len(applied)
 
 
 def command(
@@ -49,14 +82,22 @@ def command(
     json_out: bool = typer.Option(False, "--json", help="Same as --format json."),
     fix: bool = typer.Option(False, "--fix", help="Apply the quick fixes that pass their re-check, in place."),
     target: Optional[str] = options.Target,
+    levels: List[str] = typer.Option([], "--severity", metavar="CODE=LEVEL",
+                                     help="Report CODE as error, warning, information or hint, or not at all "
+                                          "(off); repeatable; over [tool.nki-agent] severity in pyproject.toml."),
 ) -> None:
     """Check kernel files without running them: syntax, NKI rules, fixes."""
     fmt = "json" if json_out else fmt.lower()
     if fmt not in ("text", "json", "sarif"):
         raise typer.BadParameter("expected text, json or sarif", param_hint="--format")
     settings = Settings(target=options.validate_target(target) or "trn1")
-    fixed = {f: fix_file(f, settings) for f in files} if fix else {}
-    diags = [d for f in files for d in diagnose(f, settings)]
+    try:
+        given = suppress.parse_levels(levels)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--severity") from None
+    severity = {f: {**project_severity(Path(f).resolve().parent), **given} for f in files}
+    fixed = {f: fix_file(f, settings, severity[f]) for f in files} if fix else {}
+    diags = [d for f in files for d in shown(f, diagnose(f, settings), severity[f])]
     if fmt == "json":
         print_json({"diagnostics": [d.as_dict() for d in diags], "fixed": fixed})
     elif fmt == "sarif":

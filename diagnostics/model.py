@@ -83,9 +83,12 @@ def from_problem(p: Problem, source: str, default_path: str = "") -> Diagnostic:
 
 def dedupe(tagged: list[tuple[str, int, Diagnostic]]) -> list[tuple[str, int, Diagnostic]]:
     """One diagnostic per (id, path, range): two tiers reporting the same problem at the same place (the
-    static check and the simulator) are published once — the first in tier order, with the fixes of both."""
+    static check and the simulator) are published once — the first in tier order, with the fixes of both. The
+    first run tier's message and related information replace the static check's: the run saw the values (the
+    tile's name, where it was made)."""
     seen: dict[tuple[str, str, int, int, int, int], int] = {}
     out: list[tuple[str, int, Diagnostic]] = []
+    worded: set[tuple[str, str, int, int, int, int]] = set()
     for tier, k, d in tagged:
         key = (d.code, d.path, d.line, d.column, d.end_line, d.end_column)
         at = seen.get(key)
@@ -95,9 +98,15 @@ def dedupe(tagged: list[tuple[str, int, Diagnostic]]) -> list[tuple[str, int, Di
             continue
         first = out[at][2]
         extra = tuple(f for f in d.fixes if f.title not in {g.title for g in first.fixes})
-        if extra:
+        better = out[at][0] == "static" and tier != "static" and key not in worded
+        if better:
+            worded.add(key)
+        if extra or better:
             from dataclasses import replace
 
-            out[at] = (out[at][0], out[at][1], replace(first, fixes=first.fixes + extra))
+            merged = replace(first, fixes=first.fixes + extra)
+            if better:
+                merged = replace(merged, message=d.message, related=d.related or first.related)
+            out[at] = (out[at][0], out[at][1], merged)
     return out
 

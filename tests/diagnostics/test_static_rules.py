@@ -77,3 +77,16 @@ def test_classic_imports_flagged_only_when_the_sdk_rejects_them() -> None:
     assert all("neuronxcc.nki" in lines[d.line - 1][d.column - 1:d.end_column - 1] for d in diags)
     new = EXAMPLES / "l1_add" / "kernel_new.py"
     assert check_text(str(new), new.read_text(), Settings(sdk_generation="new")) == []
+
+
+def test_matmul_dst_message_names_the_variable_and_the_fix_is_kept_out_of_loops() -> None:
+    """The message names the user's tile (not the parameter ``dst``); no fix inside a loop, where successive
+    matmuls into the tile may be meant to accumulate."""
+    path = FIXTURES / "matmul_dst_memory_bad.py"
+    text = path.read_text()
+    (d,) = check_text(str(path), text)
+    assert "`res`" in d.message and "`dst`" not in d.message and d.fixes
+    looped = text.replace("    nisa.nc_matmul(dst=res, stationary=x, moving=y)",
+                          "    for k in nl.affine_range(2):\n        nisa.nc_matmul(dst=res, stationary=x, moving=y)")
+    (d,) = check_text(str(path), looped)
+    assert d.code == "sim_matmul_psum_placement" and d.fixes == ()

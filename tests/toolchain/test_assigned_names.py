@@ -26,3 +26,15 @@ def test_partition_error_names_the_variable(tmp_path: Path, line: str, shown: st
     res = api.simulate(str(tmp_path / "k.py"), str(tmp_path / "task.py"), isolate=False)
     msgs = [p.message for p in res.problems if p.code == "err_num_partition_exceed_arch_limit"]
     assert msgs and f"tensor {shown}" in msgs[0], [p.message for p in res.problems]
+
+
+@pytest.mark.parametrize("line,shown", [
+    ("    t = nl.load(x)\n", "'t'"),
+    ("    nl.exp(nl.load(x))\n", "'x_tile'"),  # no name in the file: named after what it loads
+])
+def test_a_loaded_tile_is_named_as_the_file_names_it(tmp_path: Path, line: str, shown: str) -> None:
+    (tmp_path / "task.py").write_text(TASK.replace("(128, 64)", "(256, 64)"))
+    (tmp_path / "k.py").write_text(HEAD + line + "    return out\n")
+    res = api.simulate(str(tmp_path / "k.py"), str(tmp_path / "task.py"), isolate=False)
+    msgs = [p.message for p in res.problems if p.code == "err_num_partition_exceed_arch_limit"]
+    assert msgs and f"tensor {shown}" in msgs[0], [p.message for p in res.problems]

@@ -17,6 +17,7 @@ from ...location import caller_location, replay_location
 from .. import runtime
 from ..buffers import Buffer, as_buffer, psum, sbuf, shared_hbm
 from ..predicate import set_predicate
+from ..storage import assigned_name
 from ..tensor import Tensor, allocate, describe, values_of, view_of, write_into
 from . import common as c
 
@@ -83,6 +84,8 @@ def load(src: Any, mask: Any = None, dtype: Any = None, **kwargs: Any) -> Tensor
     m = c.mask_of(mask)
     vals = values_of(src, m)
     out_dt = dtypes.as_dtype(dtype) if dtype is not None else src.dtype
+    # the tile is named as the file names it (``t = nl.load(a)`` → 't'), else after its source ('a_tile')
+    name = "" if assigned_name(caller_location()) != "tensor" else f"{src.name}_tile"
     shape = tuple(vals.shape)
     if len(shape) < 2:
         shape = (shape[0], 1) if shape else (1, 1)
@@ -92,8 +95,8 @@ def load(src: Any, mask: Any = None, dtype: Any = None, **kwargs: Any) -> Tensor
         arr = _convert(vals, out_dt)
         if arr is vals or not arr.flags.c_contiguous:
             arr = np.array(arr, dtype=out_dt, copy=True)
-        return allocate(shape, out_dt, sbuf, name=f"{src.name}_tile", initial=arr)
-    out = allocate(shape, out_dt, sbuf, name=f"{src.name}_tile")
+        return allocate(shape, out_dt, sbuf, name=name, initial=arr)
+    out = allocate(shape, out_dt, sbuf, name=name)
     write_into(out, _convert(vals, out_dt), m)
     set_predicate(view_of(out), np.broadcast_to(m, shape))  # buf[...] = nl.load(..., mask=m) writes only m
     return out

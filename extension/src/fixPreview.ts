@@ -5,7 +5,9 @@
 // Before applying, the document's version AND a SHA-256 of its text must still be those the preview
 // showed (VS Code can apply a versioned edit after the user typed, microsoft/vscode#317275); on a
 // mismatch nothing is applied and the answer is "stale" (the server then offers Rerun, once). Reject
-// answers `AGENT_FIX_REJECTED`, which the server tells apart from stale. Pure logic here; the VS Code
+// answers `AGENT_FIX_REJECTED`, which the server tells apart from stale. Whichever way the decision comes
+// (the question's own buttons, the commands and the diff's title buttons, closing the diff, a newer fix),
+// the question is closed with the diff: it never outlives its preview. Pure logic here; the VS Code
 // calls sit behind `PreviewUi` / `PreviewDocs` (extension.ts), so the unit tests drive it with fakes.
 import { createHash } from 'crypto';
 import { AGENT_FIX_LABEL, AGENT_FIX_REJECTED } from './ids';
@@ -85,11 +87,18 @@ export interface PreviewDocs {
   apply(uri: string, edits: readonly LspTextEdit[]): Promise<boolean>;
 }
 
+/** The Accept / Reject question on screen: its own answer (undefined: none, the commands still decide), and
+ *  how to take it off the screen once the decision is made elsewhere. */
+export interface Question {
+  answer: Thenable<Decision | undefined>;
+  close(): void;
+}
+
 export interface PreviewUi {
   /** Open the diff editor: `original` (the current text) against `proposed`; `name` is the file's name. */
   showDiff(uri: string, original: string, proposed: string, name: string): Promise<void>;
-  /** The Accept / Reject message; undefined when it is dismissed (the diff's title buttons still decide). */
-  ask(name: string): Thenable<Decision | undefined>;
+  /** Show the Accept / Reject question (shown until `close`). */
+  ask(name: string): Question;
   /** Close the diff editor and clear the context key. */
   done(): Promise<void>;
 }
@@ -134,8 +143,10 @@ export class FixPreview {
     const name = fileName(fix.uri);
     const decision = new Promise<Decision>((resolve) => { this.pending = { uri: fix.uri, resolve }; });
     await this.ui.showDiff(fix.uri, original, proposed, name);
-    void Promise.resolve(this.ui.ask(name)).then((d) => { if (d !== undefined) this.decide(d, fix.uri); }, () => undefined);
+    const question = this.ui.ask(name);
+    void Promise.resolve(question.answer).then((d) => { if (d !== undefined) this.decide(d, fix.uri); }, () => undefined);
     const chosen = await decision;
+    question.close();
     await this.ui.done();
     if (chosen === 'reject') {
       return { applied: false, failureReason: AGENT_FIX_REJECTED };

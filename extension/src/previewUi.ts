@@ -1,13 +1,42 @@
 // The VS Code side of the agent fix's diff preview (fixPreview.ts holds the logic): the virtual
 // documents of the current and the proposed text (scheme nki-agent-fix, read-only), `vscode.diff`
-// between them, the Accept / Reject message, the context key that shows Accept / Reject in the diff's
+// between them, the Accept / Reject question, the context key that shows Accept / Reject in the diff's
 // title bar, the edit applied as ONE WorkspaceEdit (one undo step), and closing the diff afterwards.
+// The question is a progress notification, not a message: VS Code cannot close a message from code, so
+// one answered from the diff's title bar or the palette would stay on screen; a progress notification
+// ends when its task does. Its Accept / Reject are command links to the same commands as the title
+// bar's buttons, and its Cancel rejects.
 import * as vscode from 'vscode';
-import { Decision, LspTextEdit, PreviewDocs, PreviewUi } from './fixPreview';
-import { PREVIEW_CONTEXT, PREVIEW_SCHEME } from './ids';
+import { Decision, LspTextEdit, PreviewDocs, PreviewUi, Question } from './fixPreview';
+import { COMMANDS, PREVIEW_CONTEXT, PREVIEW_SCHEME } from './ids';
 
 export const ACCEPT = 'Accept';
 export const REJECT = 'Reject';
+
+/** The question's text: command links to Accept / Reject (the notification renders `[label](command:id)`). */
+export function questionText(name: string): { title: string; message: string } {
+  return {
+    title: `NKI Agent: apply the agent's verified fix to ${name}?`,
+    message: `[${ACCEPT}](command:${COMMANDS.acceptFix}) · [${REJECT}](command:${COMMANDS.rejectFix})`,
+  };
+}
+
+/** The question as a progress notification, shown until `close()`; its Cancel button answers "reject". */
+export function askInNotification(name: string): Question {
+  let close: () => void = () => undefined;
+  const closed = new Promise<void>((resolve) => { close = resolve; });
+  const { title, message } = questionText(name);
+  const answer = new Promise<Decision | undefined>((resolve) => {
+    void vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title, cancellable: true },
+      async (progress, token) => {
+        progress.report({ message });
+        token.onCancellationRequested(() => resolve('reject'));
+        await closed;
+        resolve(undefined);
+      });
+  });
+  return { answer, close: () => close() };
+}
 
 export class PreviewContent implements vscode.TextDocumentContentProvider {
   private readonly texts = new Map<string, string>();
@@ -58,8 +87,7 @@ export function vscodePreview(content: PreviewContent): VscodePreview {
       await vscode.commands.executeCommand('vscode.diff', left, right, `${name}: current ↔ agent's fix (Accept / Reject)`,
         { preview: false });
     },
-    ask: (name) => vscode.window.showInformationMessage(`NKI Agent: apply the agent's verified fix to ${name}?`, ACCEPT, REJECT)
-      .then((c): Decision | undefined => (c === ACCEPT ? 'accept' : c === REJECT ? 'reject' : undefined)),
+    ask: askInNotification,
     done: async () => {
       await vscode.commands.executeCommand('setContext', PREVIEW_CONTEXT, false);
       const tabs = vscode.window.tabGroups.all.flatMap((g) => g.tabs).filter(isPreviewDiff);

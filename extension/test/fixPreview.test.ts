@@ -2,6 +2,8 @@ import * as assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { AgentFixEdit, Decision, FixPreview, LspTextEdit, PreviewDocs, PreviewUi, agentFixEdit, applyEdits, contentHash, fileName } from '../src/fixPreview';
 import { AGENT_FIX_LABEL, AGENT_FIX_REJECTED } from '../src/ids';
+import { askInNotification } from '../src/previewUi';
+import { fake } from './fake-vscode';
 
 const edit = (l1: number, c1: number, l2: number, c2: number, newText: string): LspTextEdit =>
   ({ range: { start: { line: l1, character: c1 }, end: { line: l2, character: c2 } }, newText });
@@ -35,6 +37,8 @@ function harness(doc: Doc | undefined) {
   const applied: LspTextEdit[][] = [];
   const shown: { original: string; proposed: string; name: string }[] = [];
   const asks: ((d: Decision | undefined) => void)[] = [];
+  /** Per question asked: closed yet? */
+  const questions: boolean[] = [];
   let done = 0;
   const previewed: string[] = [];
   const docs: PreviewDocs = {
@@ -43,11 +47,14 @@ function harness(doc: Doc | undefined) {
   };
   const ui: PreviewUi = {
     showDiff: async (_uri, original, proposed, name) => { shown.push({ original, proposed, name }); },
-    ask: () => new Promise<Decision | undefined>((r) => asks.push(r)),
+    ask: () => {
+      const i = questions.push(false) - 1;
+      return { answer: new Promise<Decision | undefined>((r) => asks.push(r)), close: () => { questions[i] = true; } };
+    },
     done: async () => { done += 1; },
   };
   const preview = new FixPreview(docs, ui, (uri) => previewed.push(uri));
-  return { preview, applied, shown, asks, previewed, get done() { return done; } };
+  return { preview, applied, shown, asks, questions, previewed, get done() { return done; } };
 }
 
 const FIX: AgentFixEdit = { uri: 'file:///ws/k.py', version: 4, edits: [edit(1, 7, 1, 10, '&')] };
@@ -116,4 +123,51 @@ test('a dismissed message leaves the decision to the commands; a newer fix repla
   assert.equal(h.preview.decide('accept'), true);
   assert.deepEqual(await second, { applied: true });
   assert.equal(h.preview.decide('accept'), false);
+});
+
+test('the Accept / Reject question is closed whichever way the decision comes: its answer, the commands, a newer fix', async () => {
+  for (const how of ['answer accept', 'answer reject', 'command accept', 'command reject'] as const) {
+    const h = harness(new Doc(4, TEXT));
+    const answer = h.preview.handle(FIX);
+    await tick();
+    assert.deepEqual(h.questions, [false]); // on screen while the preview waits
+    const decision = how.endsWith('accept') ? 'accept' : 'reject';
+    if (how.startsWith('answer')) {
+      h.asks[0](decision);
+    } else {
+      assert.equal(h.preview.decide(decision), true); // the title bar's buttons, the palette, closing the diff
+    }
+    assert.equal((await answer).applied, decision === 'accept', how);
+    assert.deepEqual(h.questions, [true], how);
+  }
+  const h = harness(new Doc(4, TEXT));
+  const first = h.preview.handle(FIX);
+  await tick();
+  const second = h.preview.handle(FIX);
+  await first;
+  await tick();
+  assert.deepEqual(h.questions, [true, false]); // the older question went with its preview
+  h.preview.decide('accept');
+  await second;
+  assert.deepEqual(h.questions, [true, true]);
+});
+
+test('the question in VS Code: a progress notification with Accept / Reject command links, gone on close; Cancel rejects', async () => {
+  fake.reset();
+  const q = askInNotification('k.py');
+  await tick();
+  assert.equal(fake.progressOpen, 1);
+  assert.deepEqual(fake.progress, ["begin NKI Agent: apply the agent's verified fix to k.py? (cancellable)",
+    '[Accept](command:nkiAgent.acceptFix) · [Reject](command:nkiAgent.rejectFix)']);
+  q.close(); // decided elsewhere (the diff's title bar, the palette)
+  assert.equal(await q.answer, undefined);
+  await tick();
+  assert.equal(fake.progressOpen, 0);
+  const cancelled = askInNotification('k.py');
+  await tick();
+  fake.cancels.at(-1)!();
+  assert.equal(await cancelled.answer, 'reject');
+  cancelled.close();
+  await tick();
+  assert.equal(fake.progressOpen, 0);
 });

@@ -6,7 +6,8 @@ backend + latency), with LSP work-done progress while it runs. Its problems and 
 ``nki-runner`` diagnostics; its latency goes to the code lens and the kernel's hover. A runner that is
 unreachable, refuses the token or stays busy produces ONE message per outage (never diagnostics);
 the next successful run re-arms the message. The token comes from ``runnerTokenFile`` or
-``NKI_AGENT_RUNNER_TOKEN`` in the server's environment and is never logged; it goes only to the
+``NKI_AGENT_RUNNER_TOKEN`` in the server's environment (which ``nki/runnerToken`` updates, so a new token
+takes effect without a restart, ``handlers/lifecycle.py``) and is never logged; it goes only to the
 ``runnerUrl`` of the launch options (machine-scoped: a workspace's settings cannot name the URL,
 ``handlers/lifecycle.py``). A job carries only files inside the workspace folders (``analysis.run``).
 """
@@ -15,15 +16,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 from typing import TYPE_CHECKING
 
 from lsprotocol import types as T
 
+from ..runner.config import TOKEN_ENV
+from ..runner.token_file import TokenFileError, read_token_file
 from . import analysis
 from .analysis import RunResult
 from .documents import Snapshot
-from ..runner.token_file import TokenFileError, read_token_file
 from .tasks import TaskRef
 
 if TYPE_CHECKING:
@@ -57,7 +60,8 @@ class Remote:
         settings = self.state.settings
         if not settings.runner_url:
             return None
-        key = (settings.runner_url, read_token(settings.runner_token_file))
+        token = read_token(settings.runner_token_file)
+        key = (settings.runner_url, token if token is not None else os.environ.get(TOKEN_ENV))
         if self._client is None or self._key != key:
             from ..runner.client import RemoteRunner
 

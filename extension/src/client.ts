@@ -99,6 +99,7 @@ export function connectionFactory(channel: vscode.LogOutputChannel, onNotificati
       },
       executeCommand: (command, args) => client.sendRequest(ExecuteCommandRequest.type, { command, arguments: args }),
       sendRequest: (method, params) => client.sendRequest(method, params),
+      sendNotification: (method, params) => client.sendNotification(method, params),
       setLogLevel: (level) => {
         void client.setTrace(TRACE[traceFor(level)]);
       },

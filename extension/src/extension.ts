@@ -1,6 +1,6 @@
 // Activation: wires the modules together — log channel, secrets, status bar, interpreter sources,
 // the server session and its UI, commands, and the events that restart the server (interpreter
-// setting, Python extension environment, secrets, any machine-scoped setting) or refresh the status bar
+// setting, Python extension environment, a secret other than the runner token, any machine-scoped setting) or refresh the status bar
 // (target, runner URL). Machine-scoped settings are read at user level only (machineSettings.ts).
 import * as fs from 'fs';
 import * as vscode from 'vscode';
@@ -212,7 +212,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         render();
       }
     }),
-    secrets.onDidChange((kind) => s.requestRestart(`${kind.label} changed`)),
+    secrets.onDidChange((kind) => void s.secretChanged(kind)), // the runner token goes live; other secrets restart
     channel.onDidChangeLogLevel((level) => s.setLogLevel(level)),
     { dispose: () => void s.dispose() },
   );

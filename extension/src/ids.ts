@@ -43,6 +43,12 @@ export const SERVER_NOTIFICATIONS = {
   agentProgress: 'nki/agentProgress',
 } as const;
 
+/** Notifications the extension sends the server (server/handlers/lifecycle.py). */
+export const CLIENT_NOTIFICATIONS = {
+  /** `{value}`: the runner token from SecretStorage ('' = none), taken by the running server without a restart. */
+  runnerToken: 'nki/runnerToken',
+} as const;
+
 /** Custom requests of the server. */
 export const SERVER_REQUESTS = {
   kernelReport: 'nki/kernelReport',

@@ -1,7 +1,10 @@
 // Secrets: the runner token and the Anthropic API key, kept in VS Code's SecretStorage only. They reach
 // the server as environment variables of its process at start (NKI_AGENT_RUNNER_TOKEN,
 // ANTHROPIC_API_KEY) — never settings, never log lines (the log only names which variables were set).
+// A secret with a `notification` reaches a running server in that notification when it changes (the
+// server sets its variable; no restart); changing any other one restarts the server (session.ts).
 import * as vscode from 'vscode';
+import { CLIENT_NOTIFICATIONS } from './ids';
 
 export interface SecretKind {
   /** SecretStorage key. */
@@ -10,9 +13,13 @@ export interface SecretKind {
   env: string;
   /** Words for prompts and messages. */
   label: string;
+  /** The server notification (`{value}`) that gives a running server a new value; none: a change restarts it. */
+  notification?: string;
 }
 
-export const RUNNER_TOKEN: SecretKind = { key: 'nkiAgent.runnerToken', env: 'NKI_AGENT_RUNNER_TOKEN', label: 'runner token' };
+export const RUNNER_TOKEN: SecretKind = {
+  key: 'nkiAgent.runnerToken', env: 'NKI_AGENT_RUNNER_TOKEN', label: 'runner token', notification: CLIENT_NOTIFICATIONS.runnerToken,
+};
 export const ANTHROPIC_KEY: SecretKind = { key: 'nkiAgent.anthropicApiKey', env: 'ANTHROPIC_API_KEY', label: 'Anthropic API key' };
 export const SECRET_KINDS: readonly SecretKind[] = [RUNNER_TOKEN, ANTHROPIC_KEY];
 
@@ -82,8 +89,9 @@ export class Secrets {
       return false;
     }
     await this.set(kind, value.trim());
+    const how = kind.notification ? 'the running server uses it from now on' : 'the server restarts to use it';
     void vscode.window.showInformationMessage(
-      value.trim() ? `NKI Agent: ${kind.label} saved; the server restarts to use it.` : `NKI Agent: ${kind.label} removed.`);
+      value.trim() ? `NKI Agent: ${kind.label} saved; ${how}.` : `NKI Agent: ${kind.label} removed.`);
     return true;
   }
 }

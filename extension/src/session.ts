@@ -1,6 +1,7 @@
 // The server's life: find and check the interpreter, start the language server with the secrets in
-// its environment, restart it (debounced) when the interpreter, the secrets or the user asks, and
-// apply the crash-loop policy when it dies. It never talks to vscode-languageclient directly: a
+// its environment, give a running server a changed secret that it takes live (the runner token), restart
+// it (debounced) when the interpreter, another secret or the user asks, and apply the crash-loop policy
+// when it dies. It never talks to vscode-languageclient directly: a
 // `ConnectionFactory` (client.ts in the extension, a fake in tests) makes the connection.
 import * as vscode from 'vscode';
 import { CrashPolicy } from './crashPolicy';
@@ -28,6 +29,8 @@ export interface ServerConnection {
   executeCommand(command: string, args: unknown[]): Promise<unknown>;
   /** A custom request of the server (e.g. nki/kernelReport). */
   sendRequest(method: string, params: unknown): Promise<unknown>;
+  /** A notification to the server (e.g. nki/runnerToken). */
+  sendNotification(method: string, params: unknown): Promise<void>;
   setLogLevel(level: vscode.LogLevel): void;
 }
 
@@ -114,6 +117,27 @@ export class Session {
   requestRestart(reason: string): void {
     if (!this.disposed) {
       this.restarts.trigger(reason);
+    }
+  }
+
+  /** A stored secret changed. A running server gets a secret it takes live (`kind.notification`) at once, with
+   *  the value its environment would have after a restart (the stored one, else the editor's); any other
+   *  change, or one while the server is not running, restarts it as before (debounced). */
+  async secretChanged(kind: SecretKind): Promise<void> {
+    const conn = this.connection;
+    if (kind.notification === undefined || conn === undefined) {
+      this.requestRestart(`${kind.label} changed`);
+      return;
+    }
+    const stored = await this.deps.secrets();
+    const value = serverEnv(this.deps.baseEnv, stored)[kind.env] ?? '';
+    this.deps.log.mask(value);
+    try {
+      await conn.sendNotification(kind.notification, { value });
+      this.deps.log.info(`${kind.label} ${value ? 'given to' : 'removed from'} the running server (${kind.env}; no restart)`);
+    } catch (e) {
+      this.deps.log.warn(`sending the ${kind.label} to the server failed (${String(e)}): restarting it`);
+      this.requestRestart(`${kind.label} changed`);
     }
   }
 

@@ -52,6 +52,10 @@ test('Set Anthropic API key: the value goes to SecretStorage only — not settin
   assert.equal(storage.data.has('nkiAgent.anthropicApiKey'), false);
   fake.answers.push(undefined);
   assert.equal(await secrets.prompt(RUNNER_TOKEN), false);
+  fake.answers.push('tok');
+  await secrets.prompt(RUNNER_TOKEN); // the running server takes the token live: no restart is announced
+  assert.equal(fake.shown.at(-1)!.message, 'NKI Agent: runner token saved; the running server uses it from now on.');
+  await secrets.set(RUNNER_TOKEN, '');
   assert.equal(storage.data.size, 0);
 });
 

@@ -30,6 +30,14 @@ class FakeConn implements ServerConnection {
   async stop(): Promise<void> { this.stopped = true; }
   async executeCommand(): Promise<unknown> { return undefined; }
   async sendRequest(): Promise<unknown> { return undefined; }
+  notified: { method: string; params: unknown }[] = [];
+  failNotify = false;
+  async sendNotification(method: string, params: unknown): Promise<void> {
+    if (this.failNotify) {
+      throw new Error('connection is closed');
+    }
+    this.notified.push({ method, params });
+  }
   setLogLevel(l: unknown): void { this.level = l; }
 }
 
@@ -47,7 +55,8 @@ interface Rig {
   lastErrors: (string | undefined)[];
 }
 
-function rig(opts: { interp?: Interpreter | null; probe?: ProbeResult; failStart?: () => boolean; secrets?: Map<SecretKind, string> } = {}): Rig {
+function rig(opts: { interp?: Interpreter | null; probe?: ProbeResult; failStart?: () => boolean; secrets?: Map<SecretKind, string>;
+  baseEnv?: NodeJS.ProcessEnv } = {}): Rig {
   const clock = new FakeClock();
   const conns: FakeConn[] = [];
   const states: ServerState[] = [];
@@ -68,7 +77,7 @@ function rig(opts: { interp?: Interpreter | null; probe?: ProbeResult; failStart
     discover: async () => interp,
     probe: async () => opts.probe ?? OK,
     secrets: async () => opts.secrets ?? new Map(),
-    baseEnv: { PATH: '/usr/bin', HOME: '/home/u' },
+    baseEnv: opts.baseEnv ?? { PATH: '/usr/bin', HOME: '/home/u' },
     cwd: '/storage',
     logLevel: () => level.value as never,
     onState: (s) => states.push(s),
@@ -219,4 +228,40 @@ test('the log level: the trace follows at once; a new server log level restarts 
   await run(r, 3_000);
   assert.equal(r.conns.length, 2);
   assert.deepEqual(r.conns[1].spec.args.slice(-2), ['--log-level', 'DEBUG']);
+});
+
+test('a new runner token reaches the running server in nki/runnerToken, without a restart; never in the log', async () => {
+  const secrets = new Map<SecretKind, string>();
+  const r = rig({ secrets, baseEnv: { PATH: '/usr/bin', NKI_AGENT_RUNNER_TOKEN: 'from-shell' } });
+  await r.session.start();
+  secrets.set(RUNNER_TOKEN, TOKEN);
+  await r.session.secretChanged(RUNNER_TOKEN);
+  secrets.delete(RUNNER_TOKEN); // removed: the server falls back to what its environment had at start
+  await r.session.secretChanged(RUNNER_TOKEN);
+  await run(r, 5000);
+  assert.equal(r.conns.length, 1);
+  assert.equal(r.conns[0].stopped, false);
+  assert.deepEqual(r.conns[0].notified, [{ method: 'nki/runnerToken', params: { value: TOKEN } },
+    { method: 'nki/runnerToken', params: { value: 'from-shell' } }]);
+  const log = r.channel.lines.join('\n');
+  assert.ok(log.includes('runner token given to the running server (NKI_AGENT_RUNNER_TOKEN; no restart)'), log);
+  assert.ok(!log.includes(TOKEN), log);
+});
+
+test('a secret the server cannot take live, a token while the server is down, or a failed notification: one restart', async () => {
+  const secrets = new Map<SecretKind, string>([[ANTHROPIC_KEY, KEY]]);
+  const r = rig({ secrets });
+  await r.session.start();
+  await r.session.secretChanged(ANTHROPIC_KEY);
+  await run(r, 3000);
+  assert.equal(r.conns.length, 2);
+  assert.equal(r.conns[1].spec.env.ANTHROPIC_API_KEY, KEY);
+  r.conns[1].failNotify = true;
+  await r.session.secretChanged(RUNNER_TOKEN);
+  await run(r, 3000);
+  assert.equal(r.conns.length, 3);
+  await r.session.dispose();
+  await r.session.secretChanged(RUNNER_TOKEN); // disposed: nothing starts
+  await run(r, 3000);
+  assert.equal(r.conns.length, 3);
 });

@@ -13,16 +13,23 @@ workspace's settings files (a cloned repository's ``.vscode/settings.json``), so
 are dropped (a differing value is logged) and the launch values stay; changing one means restarting the
 server (the VS Code extension does). The workspace folders are kept too: tasks and the files sent to a
 runner resolve only inside them.
+
+The runner token is a secret, never a setting: ``nki/runnerToken {"value": TOKEN}`` (a notification of the
+VS Code extension when the token in its secret storage changes; ``""``: none) sets ``NKI_AGENT_RUNNER_TOKEN``
+in the server's environment — where a restart would have put it — and the next runner job uses it
+(``remote.Remote.client``). The value is never logged.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types as T
 
 from ...diagnostics.static import parallel
+from ...runner.config import TOKEN_ENV
 from ..documents import uri_to_path
 from ..settings import DEFAULTS, MACHINE_SCOPED, SECTION, ServerSettings, parse, split_machine, with_machine
 
@@ -30,6 +37,7 @@ if TYPE_CHECKING:
     from ..app import NkiLanguageServer
 
 log = logging.getLogger(__name__)
+RUNNER_TOKEN = "nki/runnerToken"
 _pending_problems: dict[int, list[str]] = {}
 _no_options: set[int] = set()  # servers whose client sent no initializationOptions: pull at initialized
 _machine: dict[int, ServerSettings] = {}  # server -> the machine-scoped values of its initializationOptions
@@ -135,6 +143,15 @@ def register(ls: NkiLanguageServer) -> None:
             if raw is None:
                 return
         apply(ls, raw)
+
+    @ls.feature(RUNNER_TOKEN)
+    def runner_token(ls: NkiLanguageServer, params: Any) -> None:
+        value = params.get("value") if isinstance(params, dict) else getattr(params, "value", None)
+        if isinstance(value, str) and value.strip():
+            os.environ[TOKEN_ENV] = value.strip()
+        else:
+            os.environ.pop(TOKEN_ENV, None)
+        log.info("%s %s by the client", TOKEN_ENV, "set" if TOKEN_ENV in os.environ else "removed")
 
     @ls.feature(T.SHUTDOWN)
     def shutdown(ls: NkiLanguageServer, params: Any) -> None:

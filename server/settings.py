@@ -23,6 +23,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
+from ..diagnostics.suppress import Level
+
 SECTION = "nkiAgent"
 _MACHINE: dict[str, Any] = {"scope": "machine"}  # json_schema_extra of a machine-scoped field
 
@@ -70,6 +72,10 @@ class ServerSettings(BaseModel):
     interpreter: str = Field("", json_schema_extra=_MACHINE, description="Python interpreter that runs the language server (VS Code "
                                              "extension; empty: the Python extension's environment, else python3 "
                                              "on PATH). The server itself ignores it.")
+    severity: dict[str, Level] = Field(
+        default_factory=dict, description="Severity per diagnostic code: error, warning, information, hint, or off "
+                                          "(not shown), e.g. {\"err_unsupported_memory\": \"warning\"}; the CLI "
+                                          "reads the same table from [tool.nki-agent] severity in pyproject.toml.")
     task_map: dict[str, str] = Field(
         default_factory=dict, description="Kernel glob -> task file (paths relative to the workspace root), "
                                           "e.g. {\"kernels/*.py\": \"tasks/my_task.py\"}.")
@@ -179,7 +185,8 @@ def _json_type(schema: dict[str, Any]) -> dict[str, Any]:
         if key in schema:
             out[key] = schema[key]
     if out["type"] == "object":
-        out["additionalProperties"] = {"type": "string"}
+        out["additionalProperties"] = {"type": "string", **{k: v for k, v in schema.get("additionalProperties", {})
+                                                            .items() if k == "enum"}}
     return out
 
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types as T
 
 from ..diagnostics.cost_view import CostView, place
+from ..diagnostics import suppress
 from ..diagnostics.model import Diagnostic, dedupe
 from ..toolchain import taskless
 from nki_agent.toolchain.facts.errors import doc_url
@@ -375,7 +376,9 @@ class ServerState:
         # the local tiers (static, simulate, verify) publish one diagnostic per problem; the runner's own stay
         # (another machine's verdict, source nki-runner)
         local_tiers = dedupe([t for t in out if t[0] != "remote"])
-        return snap, local_tiers + [t for t in out if t[0] == "remote"]
+        # what the user hid (`# nki: ignore[...]`) or re-graded (nkiAgent.severity), every tier at once
+        return snap, suppress.apply_tagged(local_tiers + [t for t in out if t[0] == "remote"], snap.text, snap.path,
+                                           self.settings.severity)
 
     def path_to_uri(self, uri: str, path: str) -> str | None:
         if not path:

@@ -6,7 +6,7 @@ Quick fixes are the ones ``diagnostics.fixes.verified_fixes`` re-checked for thi
 (a debounce is pending), the check is re-run first, so a fix never targets text that moved.
 Diagnostics of the run tiers (``nki-sim``, ``nki-verify``) — and a static one that a run reported at
 the same range — get the fixes the rules agent applies, each re-run in the sandbox first
-(``server/run_fixes.py``).
+(``server/run_fixes.py``). ``source.fixAll.nki`` (all static fixes at once, on save) is ``fix_all.py``.
 """
 
 from __future__ import annotations
@@ -20,13 +20,14 @@ from ...diagnostics.model import Fix
 
 from .. import analysis, run_fixes
 from ..convert import lsp_range, to_lsp_edit
+from . import fix_all
 from .commands import EXPLAIN, FIX_KERNEL, VERIFY
 from .input_shapes import actions as input_shape_actions
 
 if TYPE_CHECKING:
     from ..app import NkiLanguageServer
 
-KINDS = [T.CodeActionKind.QuickFix]
+KINDS = [T.CodeActionKind.QuickFix, fix_all.KIND]
 NKI_SOURCES = {analysis.STATIC_SOURCE, analysis.SIM_SOURCE, analysis.VERIFY_SOURCE, analysis.SERVER_SOURCE}
 
 
@@ -52,6 +53,9 @@ def register(ls: NkiLanguageServer) -> None:
     @ls.feature(T.TEXT_DOCUMENT_CODE_ACTION, T.CodeActionOptions(code_action_kinds=KINDS, resolve_provider=False))
     async def code_action(ls: NkiLanguageServer, params: T.CodeActionParams) -> list[T.CodeAction]:
         uri = params.text_document.uri
+        only = params.context.only
+        if fix_all.source_only(only):  # on save: source.fixAll.nki, nothing else
+            return await fix_all.action(ls, uri) if fix_all.requested(only) else []
         snap = ls.state.store.get(uri)
         if snap is None or snap.too_large:
             return []
@@ -114,4 +118,6 @@ def register(ls: NkiLanguageServer) -> None:
                                         command=T.Command(title="Fix kernel with agent", command=FIX_KERNEL,
                                                           arguments=[uri])))
         actions.extend(await input_shape_actions(ls, uri, params))
+        if fix_all.requested(only):
+            actions.extend(await fix_all.action(ls, uri))
         return actions

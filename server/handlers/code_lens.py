@@ -79,8 +79,9 @@ def taskless_title(run: RunResult | None, backend: str, facts: taskless.Facts | 
                "line or a task"
     if errors:
         return f"NKI: ✗ {errors} — simulated {how} ({backend}){note}"
-    checked = taskless.claim(res, main_checks=facts is None or facts.main_checks)
-    return f"NKI: ✓ simulated {how} on {res.target or '?'} ({backend}), {checked}{note}"
+    checks = facts is None or facts.main_checks
+    checked = taskless.claim(res, main_checks=checks)
+    return f"NKI: {taskless.glyph(res, checks)} simulated {how} on {res.target or '?'} ({backend}), {checked}{note}"
 
 
 NO_INPUTS = ("NKI: no inputs: add a shape line or a task — no task found; e.g. `# nki: a=(128, 512) float32` "

@@ -201,7 +201,7 @@ def test_a_clean_run_says_whose_word_it_is_and_never_that_the_test_passes() -> N
         return taskless.claim(SimulateResult(kernel="k.py", via=via, ran=True, self_reported=True), checks)
 
     assert claim("main") == "its checks pass — self-reported by the file"
-    assert claim("main", checks=False) == "it ran to the end (it checks nothing) — self-reported by the file"
+    assert claim("main", checks=False) == "ran, nothing checked — self-reported by the file"
     assert claim("test") == "the test's worker reported a pass — self-reported by the file (the test imports it)"
     assert claim("shapes") == "nothing to compare with — self-reported by the file"
     assert all("passes" not in claim(v) for v in ("test", "shapes")) and claim("none") == ""

@@ -87,6 +87,12 @@ SIMULATOR: dict[str, tuple[str, str]] = {
     "sim_host_access": ("kernel code reached tile data outside the NKI API", f"{_API}/nki.language.NkiTensor.html"),
 }
 
+# The simulator's own limits (not the kernel's faults): a run they stop after a launch of the file completed is
+# reported as cut off (an information note at the driver's line, ``taskless.run``), never as the kernel's error.
+# ``sim_memory_limit`` covers the worker's address space and the recorder's call cap; ``sim_timeout`` the
+# cooperative per-launch deadline.
+TOOL_LIMITS = frozenset({"sim_memory_limit", "sim_timeout"})
+
 
 def doc_url(code: str) -> str:
     """Documentation link for an error id (anchors follow the Sphinx slug of the section title)."""

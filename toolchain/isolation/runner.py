@@ -146,11 +146,12 @@ class LocalRunner:
         """One task-less run (a ``taskless.request``: the file's ``__main__`` driver, a pytest test, its shape
         lines) in a jailed worker. This runner's own, not part of the ``Runner`` protocol: a remote runner
         needs a task."""
+        from nki_agent.toolchain.cost.calibration import request_field
         from nki_agent.toolchain.judging.results import parse
 
         kernel = str(request.get("kernel", ""))
         base = {"kernel": kernel, "task": "", "via": request.get("via", "none")}
-        reply = sandbox.run(dict(request), timeout=timeout, cancel=cancel)
+        reply = sandbox.run(dict(request, **request_field()), timeout=timeout, cancel=cancel)  # the estimate's constants
         return parse(SimulateResult, _body(reply, base), dict(base, sandbox=str(reply.get("sandbox", ""))), kernel)
 
     def describe(self, task: str, *, timeout: float = 30.0, search_path: Sequence[str] = ()) -> TaskDescription:

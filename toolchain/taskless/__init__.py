@@ -47,10 +47,10 @@ from .plan import MAIN, NONE, SHAPES, TEST, Facts, Plan, plans, read_facts, requ
 from .run import contained, run_job
 from .shape_lines import Arg, ShapeProblem, ShapeSpec, shape_line, shape_specs
 from .source import KernelDef, kernel_defs, main_checks, parse
-from .verdict import SELF_REPORTED, claim
+from .verdict import SELF_REPORTED, claim, glyph
 from .workspace_tests import TestRef, find_tests, module_names, test_scope
 
 __all__ = ["MAIN", "NONE", "SELF_REPORTED", "SHAPES", "TEST", "Arg", "Facts", "KernelDef", "Plan", "ShapeProblem",
-           "ShapeSpec", "TestRef", "claim", "contained", "find_tests", "kernel_defs", "main_checks", "module_names",
+           "ShapeSpec", "TestRef", "claim", "contained", "find_tests", "glyph", "kernel_defs", "main_checks", "module_names",
            "parse", "plans", "read_facts", "request", "run_job", "shape_line", "shape_specs", "simulate", "stamp",
            "test_scope"]

@@ -10,6 +10,7 @@ process. Like every worker module it writes plain JSON and does not import pydan
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import os
 import sys
@@ -31,6 +32,19 @@ class _Launch:
     inputs: list[dict[str, Any]]
     grid: list[int]
     record: Any = None
+    line: int = 0  # the driver's line that led to it (the outermost frame of the kernel file; 0: none)
+
+
+def _driver_line(path: str) -> int:
+    """The line of the outermost frame of ``path`` on the stack (its ``__main__`` statement, or the test's
+    call into the file): where a note about this launch belongs when it is not the kernel's fault."""
+    frame = sys._getframe(1)
+    line = 0
+    while frame is not None:
+        if frame.f_code.co_filename == path:
+            line = frame.f_lineno
+        frame = frame.f_back  # type: ignore[assignment]
+    return line
 
 
 def _spec(value: Any) -> dict[str, Any]:
@@ -61,19 +75,29 @@ def _arg_specs(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list
 
 
 @contextlib.contextmanager
-def _observing(launches: list[_Launch], target: str | None, time_limit: float | None) -> Iterator[None]:
-    """Every top-level kernel launch in the block is recorded (kernel, file, argument specs, its record)."""
+def _observing(launches: list[_Launch], target: str | None, time_limit: float | None, path: str = "") -> Iterator[None]:
+    """Every top-level kernel launch in the block is recorded (kernel, file, argument specs, the driver's line in
+    ``path``, its record); the first launch of ``path``'s kernels that completes is traced for the cost model
+    (later ones are not: a benchmark loop pays nothing for it)."""
     from ..sim import kernel as K
     from ..sim import runtime
 
     original = K.launch
 
     def launch(kernel: Any, grid: tuple[int, ...], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if runtime.current() is None:
-            code = getattr(kernel.func, "__code__", None)
-            launches.append(_Launch(kernel.__name__, code.co_filename if code else "", _arg_specs(kernel.func, args, kwargs),
-                                    list(grid)))
-        return original(kernel, grid, args, kwargs)
+        if runtime.current() is not None:
+            return original(kernel, grid, args, kwargs)
+        code = getattr(kernel.func, "__code__", None)
+        file = code.co_filename if code else ""
+        launches.append(_Launch(kernel.__name__, file, _arg_specs(kernel.func, args, kwargs), list(grid),
+                                line=_driver_line(path) if path else 0))
+        traced = bool(path) and _same(file, path) and not any(x.record is not None and x.record.instruction_trace
+                                                                is not None for x in launches)
+        token = K.DEFAULTS.set(dataclasses.replace(K.DEFAULTS.get(), trace=traced))
+        try:
+            return original(kernel, grid, args, kwargs)
+        finally:
+            K.DEFAULTS.reset(token)
 
     def observe(rec: Any) -> None:
         pending = [x for x in launches if x.record is None]
@@ -282,7 +306,7 @@ def run_job(req: dict[str, Any]) -> dict[str, Any]:
     time_limit = req.get("time_limit")
     t0 = time.perf_counter()
     try:
-        with _observing(launches, req.get("target"), float(time_limit) if time_limit else None):
+        with _observing(launches, req.get("target"), float(time_limit) if time_limit else None, path):
             runner(req, extra, problems)
     except NkiError as e:
         problems.append(Problem.from_error(e).as_dict())
@@ -290,6 +314,7 @@ def run_job(req: dict[str, Any]) -> dict[str, Any]:
         _add_problem(problems, e, via, path)
     out["seconds"] = time.perf_counter() - t0
     mine = [x for x in launches if _same(x.file, path)]
+    cut_off(problems, [_launch_view(x) for x in mine], path, via)
     ours = [x for x in mine if x.record is not None]
     trace: list[dict[str, Any]] = []
     for x in ours:
@@ -308,6 +333,9 @@ def run_job(req: dict[str, Any]) -> dict[str, Any]:
                    peak_sbuf_bytes=max(x.record.peak_sbuf_bytes for x in ours),
                    peak_psum_bytes=max(x.record.peak_psum_bytes for x in ours),
                    instructions=sum(x.record.instructions for x in ours))
+        traced = next((x.record for x in ours if x.record.instruction_trace is not None), None)
+        if traced is not None:  # the cost model's estimate of the first launch, as a task's simulation has
+            out["estimate"] = _estimate(traced, req)
         seen = set()
         for x in ours:  # the launches' warnings (memory pressure, on-chip outputs), once each
             for w in x.record.warnings:
@@ -317,6 +345,69 @@ def run_job(req: dict[str, Any]) -> dict[str, Any]:
                     seen.add(key)
                     problems.append(p)
     return out
+
+
+@dataclass(frozen=True)
+class LaunchView:
+    """What ``cut_off`` needs of one launch of the file: its kernel, argument specs, the driver's line, and
+    whether it completed."""
+
+    kernel: str
+    inputs: list[dict[str, Any]]
+    line: int
+    completed: bool
+
+
+def _launch_view(x: _Launch) -> LaunchView:
+    return LaunchView(x.kernel, x.inputs, x.line, x.record is not None)
+
+
+def _signature(v: LaunchView) -> str:
+    return v.kernel + "(" + ", ".join(f"{i['dtype']}{i['shape']}" if i.get("shape") is not None else str(i.get("dtype"))
+                                       for i in v.inputs) + ")"
+
+
+def cut_off(problems: list[dict[str, Any]], launches: Sequence[LaunchView], path: str, via: str) -> None:
+    """A limit of the simulator (``errors.TOOL_LIMITS``: its memory cap, its time limit) that stopped the run after
+    a launch of the file completed is not the kernel's error: the problem becomes an information note at the
+    driver's line saying what was cut off and what ran before it (in place, in ``problems``). A limit hit before
+    any launch completed stays as it is (nothing ran to compare with: a kernel that cannot run at its only shape)."""
+    from nki_agent.toolchain.facts.errors import TOOL_LIMITS, Problem, SourceLocation
+
+    done = [v for v in launches if v.completed]
+    if not done:
+        return
+    what = {MAIN: "the __main__ driver", TEST: "the test"}.get(via, "the run")
+    for i, p in enumerate(problems):
+        if p.get("code") not in TOOL_LIMITS or p.get("severity") != "error":
+            continue
+        stopped = next((v for v in reversed(launches) if not v.completed), None)
+        loc = p.get("location") or {}
+        line = stopped.line if stopped is not None and stopped.line else \
+            int(loc.get("line") or 0) if _same(str(loc.get("path", "")), path) else done[-1].line
+        limit = "memory limit" if p["code"] == "sim_memory_limit" else "time limit"
+        at = f" at its launch of {_signature(stopped)}" if stopped is not None else ""
+        ran = f"{len(done)} launch{'es' if len(done) > 1 else ''} of this file completed before it (first: " \
+              f"{_signature(done[0])})"
+        message = f"cut off: the simulator's {limit} stopped {what} here{at} — a limit of the tool, not an error " \
+                  f"of the kernel ({p.get('message', '')}); {ran}, and everything it did up to this line passed"
+        problems[i] = Problem(p["code"], message, "info", SourceLocation(path, max(line, 1), 1)).as_dict()
+
+
+def _estimate(rec: Any, req: dict[str, Any]) -> dict[str, Any] | None:
+    """The cost model's estimate of a traced launch (``judging.simulate.estimate_json``, with the user's
+    calibration the request carries), as a task's simulation has it."""
+    from nki_agent.toolchain.judging.simulate import estimate_json
+
+    calibration = None
+    if req.get("cost_constants") is not None:
+        from nki_agent.toolchain.cost.calibration import parse_overrides
+
+        try:
+            calibration = parse_overrides(req.get("cost_constants"))
+        except Exception:  # noqa: BLE001 - a malformed calibration: the documented constants, the run still counts
+            calibration = None
+    return estimate_json(rec, calibration=calibration)
 
 
 @contextlib.contextmanager
@@ -345,4 +436,4 @@ def contained() -> Iterator[None]:
             os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = saved_env
 
 
-__all__ = ["contained", "run_job"]
+__all__ = ["LaunchView", "contained", "cut_off", "run_job"]

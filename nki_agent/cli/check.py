@@ -21,6 +21,9 @@ from ..diagnostics.fixes import fix_all
 from ..diagnostics.model import Diagnostic, from_problem
 from ..diagnostics.static import Settings, check_text
 from ..toolchain.check import check_file
+from ..toolchain.facts.targets import environment_target, resolve_target
+from ..toolchain.source_facts import declared_target, generation_of_source
+from ..toolchain.task_discovery import SELF, discover
 from . import options
 from .render import console, print_diagnostics, print_json
 
@@ -36,6 +39,21 @@ def diagnose(path: str, settings: Settings) -> list[Diagnostic]:
     except OSError as e:
         return [Diagnostic("sim_bad_input", "error", f"cannot read {path}: {e}", path, 1, 1, 1, 2, "nki-check", "")]
     return diags + check_text(path, text, settings)
+
+
+def target_of(path: str, given: str | None) -> str:
+    """The target ``path`` is checked against: ``toolchain.facts.targets.resolve_target``, as ``verify`` and
+    ``simulate`` resolve it — ``--target``, the ``TARGET`` of the file's task (``task_discovery``), the
+    environment, then the file's API generation's default (trn3 for the new API)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+        task = discover(path, text, {}, None)
+        declared = None if task is None else declared_target(
+            text if task.path == SELF else Path(task.path).read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        text, declared = "", None
+    return resolve_target(given, task=declared, environment=environment_target(),
+                          generation=generation_of_source(text))
 
 
 @lru_cache(maxsize=64)
@@ -90,14 +108,15 @@ def command(
     fmt = "json" if json_out else fmt.lower()
     if fmt not in ("text", "json", "sarif"):
         raise typer.BadParameter("expected text, json or sarif", param_hint="--format")
-    settings = Settings(target=options.validate_target(target) or "trn1")
+    chosen = options.validate_target(target)
+    settings = {f: Settings(target=target_of(f, chosen)) for f in files}
     try:
         given = suppress.parse_levels(levels)
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--severity") from None
     severity = {f: {**project_severity(Path(f).resolve().parent), **given} for f in files}
-    fixed = {f: fix_file(f, settings, severity[f]) for f in files} if fix else {}
-    diags = [d for f in files for d in shown(f, diagnose(f, settings), severity[f])]
+    fixed = {f: fix_file(f, settings[f], severity[f]) for f in files} if fix else {}
+    diags = [d for f in files for d in shown(f, diagnose(f, settings[f]), severity[f])]
     if fmt == "json":
         print_json({"diagnostics": [d.as_dict() for d in diags], "fixed": fixed})
     elif fmt == "sarif":

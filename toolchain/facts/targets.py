@@ -6,6 +6,7 @@ docs/nki-semantics.md; each constant carries the reason it has the value it has.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 
@@ -104,6 +105,11 @@ AUTO = "auto"
 # the simulator's target when nothing names one: the new API's simulator defaults to trn3 without hardware
 # (nki.simulate docs); classic kernels to trn1 (the paper's platform)
 GENERATION_DEFAULT = {"classic": "trn1", "new": "trn3"}
+
+
+def environment_target() -> str | None:
+    """The target the environment names (``NEURON_PLATFORM_TARGET_OVERRIDE``, else ``NKI_AGENT_TARGET``)."""
+    return os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE") or os.environ.get("NKI_AGENT_TARGET") or None
 
 
 def resolve_target(setting: str | None = None, *, task: str | None = None, kernel_option: str | None = None,

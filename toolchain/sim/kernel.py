@@ -12,7 +12,6 @@ import contextvars
 import functools
 import inspect
 import itertools
-import os
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -21,7 +20,7 @@ import numpy as np
 from nki_agent.toolchain.facts import dtypes
 from nki_agent.toolchain.facts.errors import NkiError, Related, SourceLocation
 from ..location import caller_location, traceback_location
-from nki_agent.toolchain.facts.targets import GENERATION_DEFAULT, Target, resolve_target
+from nki_agent.toolchain.facts.targets import GENERATION_DEFAULT, Target, environment_target, resolve_target
 from . import runtime
 from .buffers import Buffer
 from .trace import DEFAULT_LIMIT, Trace, Tracer
@@ -137,9 +136,8 @@ def _normalise_grid(grid: Any) -> tuple[int, ...]:
 
 def _target_for(kernel: Kernel) -> str:
     opt = kernel.options.get("platform_target")
-    env = os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE") or os.environ.get("NKI_AGENT_TARGET")
-    return resolve_target(DEFAULTS.get().target, kernel_option=str(opt) if opt else None, environment=env,
-                          generation=kernel.generation)
+    return resolve_target(DEFAULTS.get().target, kernel_option=str(opt) if opt else None,
+                          environment=environment_target(), generation=kernel.generation)
 
 
 def launch(kernel: Kernel, grid: tuple[int, ...], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -1,7 +1,9 @@
 """textDocument/codeLens: above the kernel ``def`` that ran, the last verification and a Verify command, with
-the cost model's estimate of that kernel appended ("· ≈ 6.97 ms est. trn1, TensorE-bound", always "est.");
+the cost model's estimate of that kernel appended ("· ≈ 6.97 ms est. trn1", always "est.");
 with a remote runner, a second lens ("NKI runner: ...") with its verdict and latency as the runner reports
-it — the two are never merged.
+it — the two are never merged. Both titles stay short enough to share the line (verdict, target, headline
+figure); the full text — backend, every code, what bounds the estimate, the runner's whole latency — is the
+lens command's tooltip.
 
 Only the kernels a run ran carry its lens (a file with two kernels whose task, driver or shape line runs one
 marks that one); before any run, or when it is not known which kernel ran, every kernel has it. A kernel
@@ -35,8 +37,40 @@ def estimate_note(view: CostView | None) -> str:
     return f" · {view.estimate.summary()}" + (" (before your edits)" if view.stale else "")
 
 
+def short_note(view: CostView | None) -> str:
+    """" · ≈ 6.97 ms est. trn1" for a lens title ("" without an estimate; what bounds it is in the tooltip)."""
+    if view is None:
+        return ""
+    return f" · {view.estimate.summary().split(', ')[0]}" + (" (before your edits)" if view.stale else "")
+
+
+def codes_of(run: RunResult) -> str:
+    """The run's diagnostic codes, for a title: the first one and how many more ("failed" without any)."""
+    codes = sorted({d.code for d in run.diagnostics})
+    return (codes[0] + (f" +{len(codes) - 1}" if len(codes) > 1 else "")) if codes else "failed"
+
+
 def title(run: RunResult | None, backend: str, view: CostView | None = None, no_task: bool = False) -> str:
-    """The local lens: verdict (and the estimate, when ``view`` is given) then the Verify command; with
+    """The local lens's title, short enough to share the line with the runner's lens: the verdict, the target
+    and the headline figure; an unsandboxed run says so here. The backend, every code, what bounds the
+    estimate and the command are in ``tooltip``."""
+    note = short_note(view)
+    if run is None and no_task:
+        return "NKI: no task found"
+    if run is None:
+        return f"NKI: not verified{note} — Verify"
+    res = run.result
+    target = res.target or "?"
+    jail = " (UNSANDBOXED)" if res.sandbox == "unsandboxed" else ""
+    if isinstance(res, VerifyResult) and res.correct:
+        return f"NKI: ✓ verified on {target}{jail}, max error {res.max_abs_error:.3g}{note}"
+    if isinstance(res, VerifyResult) and res.compiled:
+        return f"NKI: ✗ wrong result on {target}{jail}, max error {res.max_abs_error:.3g}"
+    return f"NKI: ✗ {codes_of(run)}{jail}"
+
+
+def tooltip(run: RunResult | None, backend: str, view: CostView | None = None, no_task: bool = False) -> str:
+    """The local lens's tooltip: verdict (and the estimate, when ``view`` is given) then the Verify command; with
     no task found and nothing run yet it says so plainly (saving has nothing to run against)."""
     note = estimate_note(view)
     if run is None and no_task:
@@ -89,6 +123,19 @@ NO_INPUTS = ("NKI: no inputs: add a shape line or a task — no task found; e.g.
 
 
 def remote_title(run: RunResult) -> str:
+    """The runner lens's title: "NKI runner: ✓ correct · p50 5.21 ms" (the backend and the rest of the latency
+    in ``remote_tooltip``; an unsandboxed runner says so here)."""
+    res = run.result
+    jail = " (UNSANDBOXED)" if res.sandbox == "unsandboxed" else ""
+    latency = f" · {res.latency.summary().split(' (')[0]}" if isinstance(res, ProfileResult) else ""
+    if isinstance(res, VerifyResult) and res.correct:
+        return f"NKI runner: ✓ correct{jail}{latency}"
+    if isinstance(res, VerifyResult) and res.compiled:
+        return f"NKI runner: ✗ wrong result{jail}, max error {res.max_abs_error:.3g}"
+    return f"NKI runner: ✗ {codes_of(run)}{jail}"
+
+
+def remote_tooltip(run: RunResult) -> str:
     """The remote runner's verdict and latency: "NKI runner: ✓ correct (simulator backend) · p50 ..."."""
     res = run.result
     where = f"{res.backend} backend" + (", UNSANDBOXED" if res.sandbox == "unsandboxed" else "")
@@ -140,11 +187,12 @@ def register(ls: NkiLanguageServer) -> None:
             rng = T.Range(T.Position(pl, 0), T.Position(pl, pc))
             note_view = view if k.line == estimated else None
             if no_task and run is None:
-                text = taskless_title(sim, backend, found, note_view)
+                text = tip = taskless_title(sim, backend, found, note_view)
             else:
-                text = title(run, backend, note_view)
-            out.append(T.CodeLens(range=rng, command=T.Command(title=text, command=VERIFY, arguments=[snap.uri])))
+                text, tip = title(run, backend, note_view), tooltip(run, backend, note_view)
+            out.append(T.CodeLens(range=rng, command=T.Command(title=text, command=VERIFY, arguments=[snap.uri],
+                                                               tooltip=tip if tip != text else None)))
             if remote is not None:
                 out.append(T.CodeLens(range=rng, command=T.Command(
-                    title=remote_title(remote), command=VERIFY, arguments=[snap.uri])))
+                    title=remote_title(remote), command=VERIFY, arguments=[snap.uri], tooltip=remote_tooltip(remote))))
         return out

@@ -30,3 +30,17 @@ def test_mask_and_is_named(tmp_path: Path, body: str, needle: str) -> None:
     assert probs and needle in probs[0].message, [p.message for p in res.problems]
     assert probs[0].location is not None and probs[0].location.line == len((HEAD + body).splitlines()) - \
         (2 if body.startswith("    if") else 0)
+
+
+def test_explain_of_the_and_in_mask_finding_speaks_of_and_in_a_mask(tmp_path: Path) -> None:
+    """Explain (hover, command, ``nki-agent explain``) of the code this finding carries: its title and text
+    speak of `and` between mask conditions and of `&`, not only of an if-statement."""
+    from nki_agent.server.explain import explain
+
+    (tmp_path / "task.py").write_text(TASK)
+    (tmp_path / "k.py").write_text(HEAD + "    t = nl.load(x[i_p, i_f], mask=(i_p < 100) and (i_f < 300))\n"
+                                   "    nl.store(out[i_p, i_f], value=t)\n    return out\n")
+    res = api.simulate(str(tmp_path / "k.py"), str(tmp_path / "task.py"), isolate=False)
+    (code,) = {p.code for p in res.problems}
+    title, text = explain(code).split("\n", 1)
+    assert "and" in title and "`and`" in text and "mask=((i < n) & (j < m))" in text

@@ -25,7 +25,7 @@ DOCUMENTED: dict[str, str] = {
     "err_activation_bias_invalid_type": "activation bias must be a float vector",
     "err_cannot_assign_to_index": "index tensors are read-only",
     "err_cannot_update_immutable_parameter": "kernel inputs are read-only",
-    "err_control_flow_condition_depending_on_arange": "control flow on nl.arange/mgrid values",
+    "err_control_flow_condition_depending_on_arange": "and/or/not/if on nl.arange/mgrid values",
     "err_dynamic_control_flow_not_supported": "control flow on runtime tensor values",
     "err_exceed_max_supported_dimension": "too many dimensions for this API",
     "err_hbm_tensor_with_init_value_not_supported": "HBM tensors cannot be created with a value",

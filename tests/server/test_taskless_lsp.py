@@ -88,8 +88,9 @@ async def test_a_main_driver_is_simulated_on_save_with_concrete_hovers(client: L
     line, col = find(text, "x_tile", 0)
     save(client, uri)
     got = await wait_lens(client, uri, "simulated via __main__")
-    assert got == [(def_line, ("NKI: ✓ simulated via __main__ on trn1 (embedded), its checks pass — "
-                               "self-reported by the file"))]
+    assert [(ln, t.split(" · ")[0]) for ln, t in got] == [(def_line, ("NKI: ✓ simulated via __main__ on trn1 "
+                                                                      "(embedded), its checks pass — self-reported by the file"))]
+    assert " est. trn1" in got[0][1], got  # the cost model's estimate, as a task's run shows it
     md = await hover(client, uri, line, col + 1)
     assert "(128, 512)" in md and "last simulation" in md, md
     md = await hover(client, uri, *find(text, "x_in", 0))  # a parameter: the driver's argument
@@ -145,8 +146,9 @@ async def test_a_pytest_test_that_calls_the_kernel_is_run_on_the_buffer(client: 
     assert await lenses(client, uri) == [(def_line, "NKI: no task — saving simulates via test_scale_lib.py::test_scale_rows")]
     save(client, uri)
     got = await wait_lens(client, uri, "simulated via test_scale_lib.py::test_scale_rows")
-    assert got == [(def_line, ("NKI: ✓ simulated via test_scale_lib.py::test_scale_rows on trn1 (embedded), the "
-                               "test's worker reported a pass — self-reported by the file (the test imports it)"))]
+    assert [(ln, t.split(" · ")[0]) for ln, t in got] == [(def_line, (
+        "NKI: ✓ simulated via test_scale_lib.py::test_scale_rows on trn1 (embedded), the test's worker reported a "
+        "pass — self-reported by the file (the test imports it)"))]
     md = await hover(client, uri, *find(text, "prod", 0))
     assert "(128, 256)" in md and "last simulation" in md, md
     assert "(128, 1)" in await hover(client, uri, *find(text, "w_in", 0))
@@ -179,8 +181,9 @@ async def test_a_shape_line_gives_inputs(client: LanguageClient, tmp_path: Path)
     await wait_publish(client, uri, 2)
     save(client, uri)
     got = await wait_lens(client, uri, "✓ simulated from the shape line")
-    assert got == [(def_line, ("NKI: ✓ simulated from the shape line on trn3 (embedded), nothing to compare with "
-                               "— self-reported by the file"))]
+    assert [(ln, t.split(" · ")[0]) for ln, t in got] == [(def_line, (
+        "NKI: ✓ simulated from the shape line on trn3 (embedded), nothing to compare with — self-reported by the file"))]
+    assert " est. trn3" in got[0][1], got
     pub = await wait_publish(client, uri, 2)
     assert not [d for d in client.published[-1].diagnostics if d.source == SIM]  # type: ignore[attr-defined]
     md = await hover(client, uri, *find(fixed, "total", 0))

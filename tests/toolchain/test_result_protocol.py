@@ -124,7 +124,7 @@ def test_in_process_results_are_the_same_models() -> None:
 def test_a_malformed_worker_reply_is_a_worker_crash(body: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sandbox, "run", lambda *a, **k: dict(body, sandbox="bwrap", stderr=""))
     local = runner.LocalRunner()
-    sim = local.simulate("k.py", "t.py")
+    sim = local.simulate("k.py", "t.py", timeline=True)  # the cost model's one-worker run (api.estimate)
     assert [p.code for p in sim.problems] == ["sim_worker_crash"] and not sim.ran and sim.sandbox == "bwrap"
     desc = local.describe("t.py")
     assert isinstance(desc, TaskDescription) and desc.task == "t.py"

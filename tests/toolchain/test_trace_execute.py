@@ -380,3 +380,26 @@ def test_a_program_that_names_a_file_is_refused(tmp_path: Path) -> None:
 
     with pytest.raises(NkiError, match="names a file|named a file"):
         ProgramKernel(prog.unpack(_forged(p, edit)))(*arrays)
+
+
+def test_a_simulation_runs_the_verdicts_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``simulate`` with a task: inputs drawn without the reference, the kernel only traced, outputs and the
+    estimate computed by the executor — the kernel's process never holds an input value or the cost model."""
+    sent: list[tuple[str, dict[str, Any], int]] = []
+    original = sandbox.Worker.send
+
+    def spy(self: sandbox.Worker, header: dict[str, Any], arrays: Any = ()) -> None:
+        sent.append((str(self.job.request.get("op")), dict(header), sum(a is not None for a in arrays)))
+        original(self, header, arrays)
+
+    monkeypatch.setattr(sandbox.Worker, "send", spy)
+    res = api.simulate(str(ADD / "kernel_new.py"), str(ADD / "task.py"), seed=1, timeout=LOADED)
+    assert res.ran and not [p for p in res.problems if p.severity == "error"], res.problems
+    direct = api.simulate(str(ADD / "kernel_new.py"), str(ADD / "task.py"), seed=1, isolate=False)
+    assert [o.model_dump() for o in res.outputs] == [o.model_dump() for o in direct.outputs]
+    assert [i.model_dump() for i in res.inputs] == [i.model_dump() for i in direct.inputs]
+    assert res.estimate is not None and direct.estimate is not None
+    assert res.estimate.latency_us == pytest.approx(direct.estimate.latency_us)
+    ops = {op for op, _, _ in sent}
+    assert ops == {"reference", "trace", "execute"}  # no single kernel+task worker ("simulate")
+    assert all(n == 0 for op, _, n in sent if op == "trace")

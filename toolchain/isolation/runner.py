@@ -108,6 +108,11 @@ class LocalRunner:
         (``api.estimate``), not part of the ``Runner`` protocol."""
         from nki_agent.toolchain.judging.results import parse
 
+        if estimate and arithmetic and not timeline and not sensitivities:  # what every tool asks: traced, executed
+            from nki_agent.toolchain.judging import judge
+
+            return judge.simulate(kernel, task, seed, target, kernel_name, timeout, cancel, search_path)
+        # the cost model's own runs (api.estimate: a timeline, sensitivities, trace-only): the kernel's one jail
         base = {"kernel": kernel, "task": task}
         req: dict[str, Any] = {"op": "simulate", "kernel": kernel, "task": task, "target": target, "kernel_name": kernel_name,
                "seed": seed, "estimate": bool(estimate), "timeline": bool(timeline), "arithmetic": bool(arithmetic),

@@ -119,16 +119,43 @@ def verify(kernel: str, task: str, seeds: int, target: str | None, kernel_name: 
     return verify_result(out, seeds, lines)
 
 
+def simulate(kernel: str, task: str, seed: int, target: str | None, kernel_name: str | None, timeout: float,
+             cancel: threading.Event | None, search_path: Sequence[str] = ()) -> protocol.SimulateResult:
+    """One run of the kernel on ``seed``'s inputs, no reference check, through the verdict's path: the task draws
+    the inputs in its worker (the reference is not run), the kernel is traced in its jail, the program executed
+    in a clean one; outputs, peaks and the estimate come from the executor, never from the kernel's process."""
+    import os
+
+    from nki_agent.toolchain.cost.calibration import request_field
+    from nki_agent.toolchain.judging.results import simulate_result
+
+    sp = [str(p) for p in search_path]
+    same = os.path.realpath(kernel) == os.path.realpath(task)
+    hidden = () if same else (os.path.abspath(task),)
+    base: dict[str, Any] = {"kernel": kernel, "task": task, "target": target or "", "compiled": False,
+                            "correct": False, "seeds": [], "problems": []}
+    run: dict[str, Any] = {}
+    res = _verify_traced(kernel, task, [seed], 1, target, kernel_name, timeout, cancel, sp, hidden,
+                         dict(request_field()), base, simulation=run)
+    return simulate_result(res, run)
+
+
 def _verify_traced(kernel: str, task: str, seed_list: list[int], seeds: int, target: str | None,
                    kernel_name: str | None, timeout: float, cancel: threading.Event | None, sp: list[str],
-                   hidden: tuple[str, ...], extra: dict[str, Any], base: dict[str, Any]) -> protocol.VerifyResult:
+                   hidden: tuple[str, ...], extra: dict[str, Any], base: dict[str, Any],
+                   simulation: dict[str, Any] | None = None) -> protocol.VerifyResult:
     """Three jailed workers: the reference (task code), the tracer (kernel code, placeholders only) and the
-    executor (no user code: the traced program on each seed's arrays); the verdict is computed here."""
+    executor (no user code: the traced program on each seed's arrays); the verdict is computed here.
+
+    ``simulation`` (a dict, filled here): a simulation, not a verification — the task's worker draws inputs
+    without running its reference, nothing is compared, and the dict receives the first seed's ``inputs`` and
+    ``outputs`` arrays as the executor computed them."""
     from nki_agent.toolchain.judging.results import verify_result
 
     t0 = time.monotonic()
     ref_w = sandbox.start(sandbox.Job({"op": "reference", "task": task, "seeds": len(seed_list),
-                                       "seed_list": seed_list, "search_path": sp}), timeout=timeout, cancel=cancel)
+                                       "seed_list": seed_list, "search_path": sp,
+                                       "inputs_only": simulation is not None}), timeout=timeout, cancel=cancel)
     started = [ref_w]
     try:
         tr_w = sandbox.start(sandbox.Job(dict(extra, op="trace", kernel=kernel, task=task, target=target,
@@ -174,6 +201,8 @@ def _verify_traced(kernel: str, task: str, seed_list: list[int], seeds: int, tar
         return verify_result(dict(base, problems=trace_problems + _problems(ex.body), stderr=trace.stderr), seeds)
     body = ex.body
     res = body["result"] if isinstance(body.get("result"), dict) else {}
+    if simulation is not None:
+        return _simulated(res, runs, plan, trace_problems, base, simulation, trace.stderr, tr_w.sandbox, t0)
     if trace_problems:  # a trace-time error is the kernel's first problem; a tripwire makes it unverified
         res = dict(res, problems=trace_problems + [p for p in list(res.get("problems", [])) if isinstance(p, dict)])
         body = dict(body, result=res)
@@ -184,6 +213,29 @@ def _verify_traced(kernel: str, task: str, seed_list: list[int], seeds: int, tar
         return verify_result(dict(base, problems=trace_problems + [p], stderr=trace.stderr), seeds)
     out.update(sandbox=tr_w.sandbox, stderr=trace.stderr, seconds=round(time.monotonic() - t0, 3))
     return verify_result(out, seeds, lines)
+
+
+def _simulated(res: dict[str, Any], runs: dict[int, tuple[dict[str, Any], list[np.ndarray | None]]],
+               plan: list[dict[str, Any]], trace_problems: list[dict[str, Any]], base: dict[str, Any],
+               simulation: dict[str, Any], stderr: str, sandbox_label: str, t0: float) -> protocol.VerifyResult:
+    """A simulation's figures from the executor's reply (its seeds judged nothing: none are kept); the first
+    seed's input and output arrays go into ``simulation``."""
+    from nki_agent.toolchain.judging.results import verify_result
+
+    problems = trace_problems + [p for p in list(res.get("problems", [])) if isinstance(p, dict)]
+    out = {k: res[k] for k in ("target", "generation", "compiled", "peak_sbuf_bytes", "peak_psum_bytes", "trace",
+                               "estimate") if k in res}
+    if plan:
+        simulation["inputs"] = plan[0]["send"][: plan[0]["inputs"]]
+    frame = runs.get(0)
+    if frame is not None:
+        header, arrays = frame
+        n_out = int(header.get("outputs", 0))
+        if 0 <= n_out <= len(arrays):
+            simulation["outputs"] = arrays[:n_out]
+            simulation["kinds"] = [str(k) for k in list(header.get("kinds", []))[:n_out]]
+    return verify_result(dict(base, **out, problems=problems, sandbox=sandbox_label, stderr=stderr,
+                              seconds=round(time.monotonic() - t0, 3)), 1)
 
 
 def _source(path: str) -> str | None:

@@ -21,11 +21,14 @@ from pydantic import BaseModel, ValidationError
 
 from nki_agent.toolchain.facts.errors import Problem, SourceLocation
 from nki_agent.toolchain.protocol.jobs import (
+    ArgSpec,
     CompileResult,
     Latency,
+    OutputSummary,
     ProblemInfo,
     ProfileResult,
     SeedFigures,
+    SimulateResult,
     Stage,
     VerifyResult,
 )
@@ -136,3 +139,29 @@ def estimate_latency(result: VerifyResult) -> Latency:
     if est is None:
         return Latency(kind="not measured", source="")
     return Latency(kind="estimated", source="cost model", p50_us=est.latency_us, target=est.target)
+
+
+def simulate_result(v: VerifyResult, run: Mapping[str, Any]) -> SimulateResult:
+    """A simulation through the verdict's path (``judge.simulate``) as a ``SimulateResult``: the executor's
+    figures (``v``, no seed judged) and the first seed's arrays (``run``: ``inputs``, ``outputs``) summarised."""
+    import numpy as np
+
+    from nki_agent.toolchain.facts import dtypes
+
+    def summary(a: Any) -> OutputSummary:
+        arr = np.asarray(a)
+        f = arr.astype(np.float64) if arr.size else arr
+        finite = np.isfinite(f) if arr.size else f
+        ok = bool(arr.size) and bool(finite.any())
+        return OutputSummary(shape=list(arr.shape), dtype=dtypes.name(arr.dtype),
+                             min=float(f[finite].min()) if ok else None, max=float(f[finite].max()) if ok else None,
+                             nan=int(np.isnan(f).sum()) if arr.size else 0)
+
+    common = v.model_dump(include={"kernel", "task", "target", "generation", "backend", "sandbox", "runner",
+                                   "problems", "stderr", "seconds", "cached", "peak_sbuf_bytes", "peak_psum_bytes",
+                                   "trace", "estimate"})
+    inputs = [ArgSpec(shape=list(np.shape(x)), dtype=dtypes.name(np.asarray(x).dtype)) for x in run.get("inputs", [])]
+    outputs = [summary(o) for o in run.get("outputs", []) if o is not None]
+    est = v.estimate
+    return SimulateResult.model_validate(dict(common, ran=v.compiled and "outputs" in run, inputs=inputs,
+                                              outputs=outputs, instructions=est.instructions if est else 0))

@@ -85,3 +85,19 @@ def test_a_taskless_run_carries_the_cost_models_estimate(tmp_path: Path) -> None
     assert res.via == "main" and res.ran and not [p for p in res.problems if p.severity == "error"], res.problems
     assert res.estimate is not None and res.estimate.latency_us > 0 and res.estimate.target == res.target
     assert {row.line for row in res.estimate.lines} >= {16, 19}  # the kernel's loads and store are timed
+
+
+def test_a_benchmark_driver_runs_the_kernel_once_and_its_latency_read_is_a_note(tmp_path: Path) -> None:
+    """``nki.benchmark(warmup=5, iters=10)``: one launch at the driver's shape; reading the latency the simulator
+    cannot measure cuts the driver off at that line (a note), after its check passed."""
+    kernel = tmp_path / "add_main_benchmark.py"
+    shutil.copy(TASKLESS / kernel.name, kernel)
+    lines = kernel.read_text().split("\n")
+    read_line = next(i for i, t in enumerate(lines, 1) if "benchmark_result" in t)
+    res = api.simulate_taskless(str(kernel), root=str(tmp_path), isolate=False, timeout=60)
+    assert [launch.completed for launch in res.launches] == [True, True]  # the check, then the benchmark once
+    assert not [p for p in res.problems if p.severity == "error"], res.problems
+    (note,) = [p for p in res.problems if p.code == "sim_unsupported_api"]
+    assert note.severity == "info" and note.location is not None and note.location.line == read_line, note
+    assert "a measured latency needs Trainium hardware" in note.message, note.message
+    assert taskless.claim(res).startswith(f"its checks pass (cut off at line {read_line} by an API the simulator")

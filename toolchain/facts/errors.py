@@ -90,8 +90,11 @@ SIMULATOR: dict[str, tuple[str, str]] = {
 # The simulator's own limits (not the kernel's faults): a run they stop after a launch of the file completed is
 # reported as cut off (an information note at the driver's line, ``taskless.run``), never as the kernel's error.
 # ``sim_memory_limit`` covers the worker's address space and the recorder's call cap; ``sim_timeout`` the
-# cooperative per-launch deadline.
-TOOL_LIMITS = frozenset({"sim_memory_limit", "sim_timeout"})
+# cooperative per-launch deadline; ``sim_unsupported_api`` what it does not model (e.g. a benchmark driver reading
+# the latency ``nki.benchmark`` measured: there is no device). Each with how a note names it.
+TOOL_LIMITS: dict[str, str] = {"sim_memory_limit": "the simulator's memory limit",
+                               "sim_timeout": "the simulator's time limit",
+                               "sim_unsupported_api": "an API the simulator does not model"}
 
 
 def doc_url(code: str) -> str:

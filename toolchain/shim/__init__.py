@@ -70,12 +70,15 @@ class _NoLatency:
 
     def __getattr__(self, item: str) -> Any:
         raise NkiError("sim_unsupported_api",
-                       "benchmark latency needs Trainium hardware (the remote runner) or the cost model; neither is "
-                       "available yet in the embedded toolchain", caller_location())
+                       f"benchmark_result.{item}: a measured latency needs Trainium hardware (a device runner); the "
+                       "simulator ran the kernel once and measured nothing (the cost model's estimate is labelled "
+                       "estimated, in the code lens and `nki-agent profile`)", caller_location())
 
 
 class BenchmarkKernel(Kernel):
-    """``nki.benchmark(...)(kernel)`` / ``nki.profile``: runs the kernel once on the simulator."""
+    """``nki.benchmark(...)(kernel)`` / ``nki.profile``: runs the kernel once on the simulator, at the driver's
+    shape (no warmup, no timed iterations); reading ``benchmark_result`` is ``sim_unsupported_api``, a limit of
+    the tool (``errors.TOOL_LIMITS``), not the kernel's error."""
 
     benchmark_result = _NoLatency()
 

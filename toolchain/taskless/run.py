@@ -368,7 +368,8 @@ def _signature(v: LaunchView) -> str:
 
 
 def cut_off(problems: list[dict[str, Any]], launches: Sequence[LaunchView], path: str, via: str) -> None:
-    """A limit of the simulator (``errors.TOOL_LIMITS``: its memory cap, its time limit) that stopped the run after
+    """A limit of the simulator (``errors.TOOL_LIMITS``: its memory cap, its time limit, no device to time a
+    benchmark on) that stopped the run after
     a launch of the file completed is not the kernel's error: the problem becomes an information note at the
     driver's line saying what was cut off and what ran before it (in place, in ``problems``). A limit hit before
     any launch completed stays as it is (nothing ran to compare with: a kernel that cannot run at its only shape)."""
@@ -385,11 +386,10 @@ def cut_off(problems: list[dict[str, Any]], launches: Sequence[LaunchView], path
         loc = p.get("location") or {}
         line = stopped.line if stopped is not None and stopped.line else \
             int(loc.get("line") or 0) if _same(str(loc.get("path", "")), path) else done[-1].line
-        limit = "memory limit" if p["code"] == "sim_memory_limit" else "time limit"
         at = f" at its launch of {_signature(stopped)}" if stopped is not None else ""
         ran = f"{len(done)} launch{'es' if len(done) > 1 else ''} of this file completed before it (first: " \
               f"{_signature(done[0])})"
-        message = f"cut off: the simulator's {limit} stopped {what} here{at} — a limit of the tool, not an error " \
+        message = f"cut off: {TOOL_LIMITS[p['code']]} stopped {what} here{at} — a limit of the tool, not an error " \
                   f"of the kernel ({p.get('message', '')}); {ran}, and everything it did up to this line passed"
         problems[i] = Problem(p["code"], message, "info", SourceLocation(path, max(line, 1), 1)).as_dict()
 

@@ -41,9 +41,8 @@ def cut_off(res: SimulateResult) -> str:
 
     for p in res.problems:
         if p.code in TOOL_LIMITS and p.severity == "info":
-            limit = "memory limit" if p.code == "sim_memory_limit" else "time limit"
             at = f" at line {p.location.line}" if p.location is not None else ""
-            return f" (cut off{at} by the simulator's {limit})"
+            return f" (cut off{at} by {TOOL_LIMITS[p.code]})"
     return ""
 
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from nki_agent.toolchain.facts.errors import NkiError, SourceLocation
 from .location import traceback_location
-from .sim.kernel import Kernel
+from .sim.kernel import HostWrapper, Kernel, launches_a_kernel
 from .shim import installed
 
 MAX_SOURCE_BYTES = 5 * 1024 * 1024  # kernels are hundreds of lines; 5 MiB is far beyond any real one
@@ -183,7 +183,7 @@ def find_kernel(module: types.ModuleType, name: str | None = None) -> Kernel:
             from .sim import runtime
 
             gen = runtime.NEW if "import nki" in open(path, encoding="utf-8", errors="replace").read() else runtime.CLASSIC
-            return Kernel(obj, gen)
+            return HostWrapper(obj, gen) if launches_a_kernel(obj, vars(module)) else Kernel(obj, gen)
         raise NkiError("sim_no_kernel", f"'{name}' in {os.path.basename(path)} is not a function", SourceLocation(path, 1))
     kernels = [v for v in vars(module).values() if isinstance(v, Kernel) and _defined_in(v, path)]
     if not kernels:

@@ -111,6 +111,42 @@ class Kernel:
         return lambda *a, **k: self(obj, *a, **k)
 
 
+class HostWrapper(Kernel):
+    """A plain Python function a task names as its kernel that launches ``@nki.jit`` kernels itself, as the
+    SPMD tutorial's ``nki_tensor_add`` launches ``nki_tensor_add_kernel_[grid_x, grid_y](a, b)``: host code,
+    run as Python (no simulation around it), so each kernel it launches — with any grid — is a launch of its
+    own. A task's ``GRID`` / ``LNC`` do not apply: the wrapper picks the grid."""
+
+    def __getitem__(self, grid: Any) -> Any:  # itself: no Launcher, the wrapper launches
+        return self
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return self.func(*args, **kwargs)
+        except NkiError:
+            raise
+        except (TypeError, AttributeError) as e:
+            raise _python_error(e) from e
+        except Exception as e:  # user code: any exception becomes a diagnostic at its frame
+            raise NkiError("sim_python_exception", f"{type(e).__name__}: {e}",
+                           traceback_location(e.__traceback__)) from e
+
+
+def launches_a_kernel(func: Callable[..., Any], namespace: dict[str, Any]) -> bool:
+    """Whether ``func`` (not a kernel) names a kernel of ``namespace`` — a host-side wrapper — rather than
+    being an undecorated kernel itself."""
+    code = getattr(func, "__code__", None)
+    if code is None:
+        return False
+    names = set(code.co_names)
+    stack = [c for c in code.co_consts if hasattr(c, "co_names")]
+    while stack:  # names read by nested functions and comprehensions count too
+        inner = stack.pop()
+        names.update(inner.co_names)
+        stack.extend(c for c in inner.co_consts if hasattr(c, "co_names"))
+    return any(isinstance(namespace.get(n), Kernel) for n in names)
+
+
 class Launcher:
     """``kernel[grid]``: calling it launches every SPMD instance."""
 

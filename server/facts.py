@@ -119,7 +119,9 @@ def _record(node: ast.FunctionDef | ast.AsyncFunctionDef, kfact: KernelFact, lin
             input_shapes: dict[str, dict[str, tuple[int, ...]]] | None, facts: Facts) -> bool:
     """Run the abstract interpreter over one kernel, appending its tensors and loops; False if it crashed."""
     from ..diagnostics.static.interp import Context, Interpreter
-    from ..diagnostics.static.values import TileV, known_int
+    from ..diagnostics.static.values import TileV, TupleV, known_int
+
+    params = {a.arg: a for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs}
 
     class Recorder(Interpreter):  # type: ignore[misc, valid-type]
         def bind(self, node: ast.expr, value: Any) -> None:
@@ -128,6 +130,22 @@ def _record(node: ast.FunctionDef | ast.AsyncFunctionDef, kfact: KernelFact, lin
                 facts.tensors.append(TensorFact(node.id, node.lineno, _char_col(lines, node.lineno, node.col_offset),
                                                 value.shape, value.dtype, value.buffer, "static",
                                                 partition_axis=value.par_axis))
+
+        def assertion(self, s: ast.Assert) -> None:
+            super().assertion(s)
+            # ``assert x.shape == (K, N * 4)`` on a parameter: the shape its inputs must have (what "Add input
+            # shapes" pre-fills), a fact of the parameter at the def line
+            t = s.test
+            if not (isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], ast.Eq)
+                    and isinstance(t.left, ast.Attribute) and t.left.attr == "shape"
+                    and isinstance(t.left.value, ast.Name)):
+                return
+            arg = params.get(t.left.value.id)
+            implied = self.expr(t.comparators[0])
+            dims = [known_int(v) for v in implied.items] if isinstance(implied, TupleV) else []
+            if arg is not None and any(d is not None for d in dims) and all(d is None or d > 0 for d in dims):
+                facts.tensors.append(TensorFact(arg.arg, arg.lineno, _char_col(lines, arg.lineno, arg.col_offset),
+                                                tuple(dims), None, None, "static"))
 
         def loop(self, s: ast.For | ast.AsyncFor) -> None:
             if isinstance(s.iter, ast.Call) and s.iter.args and not s.iter.keywords:

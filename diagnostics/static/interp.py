@@ -168,7 +168,11 @@ class Interpreter:
         elif isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             self.env[s.name] = UNKNOWN
         elif isinstance(s, ast.Assert):
-            self.expr(s.test)
+            self.assertion(s)
+
+    def assertion(self, s: ast.Assert) -> None:
+        """An ``assert``: its test is evaluated (a subclass may read what it implies)."""
+        self.expr(s.test)
 
     def loop(self, s: ast.For | ast.AsyncFor) -> None:
         kind = ""

@@ -3,9 +3,11 @@ test that calls it) gets a shape line inserted above its decorator, pre-filled f
 
     # nki: a=(128, 512) float32, b=(128, 512) float32
 
-— each required parameter with the shape and dtype the static analysis (or an earlier run) knows, unknown
-dimensions as ``128`` for the user to edit (``toolchain.taskless.shape_line``). Saving then simulates the
-kernel on random inputs of those shapes (``toolchain.taskless``, "simulated from the shape line").
+— each required parameter with the shape and dtype the static analysis (annotations, ``assert x.shape == ...``)
+or an earlier run knows, unknown dimensions as ``128`` for the user to edit, and a parameter the kernel takes
+as a value (a dtype, a flag, a count) as ``name=?``, which the user must fill in
+(``toolchain.taskless.shape_line``). Saving then simulates the kernel on random inputs of those shapes
+(``toolchain.taskless``, "simulated from the shape line").
 
 Called from ``code_actions.py`` (``actions``), so the lightbulb of any position offers it; a request whose
 range touches a kernel offers it for that kernel only.
@@ -13,17 +15,33 @@ range touches a kernel offers it for that kernel only.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from lsprotocol import types as T
 
 from ...toolchain import taskless
+from ...toolchain.taskless.source import KernelDef
+from ..facts import TensorFact
 from ..positions import to_lsp
 
 if TYPE_CHECKING:
     from ..app import NkiLanguageServer
 
 TITLE = "Add input shapes"
+
+
+def known_inputs(k: KernelDef, tensors: Sequence[TensorFact], ran: dict[str, tuple[int, ...]]
+                 ) -> dict[str, tuple[tuple[int | None, ...] | None, str | None]]:
+    """param -> (shape, dtype) of ``k``'s inputs: what the static analysis knows of its parameters (annotations,
+    ``assert x.shape == (...)`` in the body), then the shapes an earlier run saw."""
+    known: dict[str, tuple[tuple[int | None, ...] | None, str | None]] = {}
+    for f in tensors:
+        if f.line == k.line and f.name in k.params and f.shape is not None:
+            known[f.name] = (f.shape, f.dtype or known.get(f.name, (None, None))[1])
+    for name, shape in ran.items():
+        known[name] = (shape, known.get(name, (None, None))[1])
+    return known
 
 
 async def actions(ls: NkiLanguageServer, uri: str, params: T.CodeActionParams) -> list[T.CodeAction]:
@@ -45,15 +63,9 @@ async def actions(ls: NkiLanguageServer, uri: str, params: T.CodeActionParams) -
     lines = snap.text.split("\n")
     out = []
     for k in chosen:
-        known: dict[str, tuple[tuple[int | None, ...] | None, str | None]] = {}
-        for f in facts.tensors:  # parameters whose shape the static analysis knows (annotations)
-            if f.line == k.line and f.name in k.params and f.shape is not None:
-                known[f.name] = (f.shape, f.dtype)
-        for name, shape in ran.get(k.name, {}).items():
-            known[name] = (shape, known.get(name, (None, None))[1])
         pl, pc = to_lsp(lines, k.first_line, 1)
         edit = T.TextEdit(range=T.Range(T.Position(pl, pc), T.Position(pl, pc)),
-                          new_text=taskless.shape_line(k, known) + "\n")
+                          new_text=taskless.shape_line(k, known_inputs(k, facts.tensors, ran.get(k.name, {}))) + "\n")
         title = TITLE if len(found.kernels) == 1 else f"{TITLE} of `{k.name}`"
         out.append(T.CodeAction(title=title, kind=T.CodeActionKind.QuickFix, edit=T.WorkspaceEdit(document_changes=[
             T.TextDocumentEdit(text_document=T.OptionalVersionedTextDocumentIdentifier(uri=uri, version=snap.version),

@@ -83,6 +83,25 @@ def test_the_prefilled_line_keeps_known_shapes_and_placeholders_the_rest() -> No
     assert not problems and [a.shape for a in specs["k"].args] == [(64, 128), (7,), (128, 128)]
 
 
+@pytest.mark.parametrize("signature,body,line", [
+    # the nki-samples MX kernel: a dtype parameter (by name, and passed as dtype=) is a value to fill in
+    ("data, scale, mx_dtype", "    t = data.ap(dtype=mx_dtype)\n",
+     "# nki: data=(128, 128) float32, scale=(128, 128) float32, mx_dtype=?"),
+    ("x, kind", "    y = nl.ndarray((128, 4), dtype=kind)\n", "# nki: x=(128, 128) float32, kind=?"),
+    ("x, n: int, flag: bool", "    pass\n", "# nki: x=(128, 128) float32, n=?, flag=?"),
+    ("x, n", "    for i in nl.affine_range(n):\n        pass\n", "# nki: x=(128, 128) float32, n=?"),
+    ("x, use_copy: bool = True", "    pass\n", "# nki: x=(128, 128) float32"),  # a default: not an input
+    ("x_dtype", "    y = x_dtype[0:128, 0:4]\n", "# nki: x_dtype=(128, 128) float32"),  # indexed: a tensor
+], ids=["dtype-param", "dtype-keyword", "annotated", "loop-count", "default", "tensor-named-like-dtype"])
+def test_the_prefilled_line_asks_for_values_instead_of_guessing_tensors(signature: str, body: str, line: str) -> None:
+    text = f"@nki.jit\ndef k({signature}):\n{body}"
+    [k] = taskless.kernel_defs(taskless.parse(text), text)
+    assert taskless.shape_line(k, {}) == line
+    _, problems = taskless.shape_specs(line + "\n" + text)
+    assert ("?" in line) == bool(problems)
+    assert all("write the value the kernel takes" in p.message for p in problems)
+
+
 def _workspace(tmp_path: Path) -> Path:
     (tmp_path / "kernels").mkdir()
     (tmp_path / "tests").mkdir()

@@ -17,10 +17,12 @@ from .source import IDENT, KernelDef, kernel_defs, parse
 SHAPE_LINE = re.compile(r"^[ \t]*#[ \t]*nki(?:\[(?P<grid>[^\]]*)\])?:[ \t]*(?P<body>.*?)[ \t]*$", re.MULTILINE)
 _BODY_START = re.compile(r"^[A-Za-z_]\w*\s*[=(]")  # "a=..." or "kernel(...": anything else is prose, ignored
 _NAMED = re.compile(r"^(?P<kernel>[A-Za-z_]\w*)\s*\((?P<args>.*)\)$", re.DOTALL)
+_DTYPE_WORD = re.compile(r"dtype$")
 _TENSOR = re.compile(r"^\((?P<dims>[\s\d,]*)\)\s*(?P<dtype>[A-Za-z_][\w.]*)?$")
 MAX_DIM = 1 << 20
 MAX_ELEMENTS = 1 << 27  # one synthesised tensor: 512 MiB of float32 at most (the worker's memory limit is lower)
 PLACEHOLDER_DIM = 128  # an unknown dimension in a pre-filled shape line: the user edits it
+VALUE_PLACEHOLDER = "?"  # a value parameter in a pre-filled shape line: the line is refused until it is edited
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,10 @@ def _parse_arg(piece: str) -> Arg:
     name, rest = name.strip(), rest.strip()
     if not eq or not IDENT.match(name) or not rest:
         raise ValueError(f"`{piece}` is not `name=(d0, d1, ...) dtype` or `name=value`")
+    if rest == VALUE_PLACEHOLDER:
+        example = "'bfloat16'" if _DTYPE_WORD.search(name) else "4, True or 'bfloat16'"
+        raise ValueError(f"`{name}={VALUE_PLACEHOLDER}`: write the value the kernel takes (a Python literal, e.g. "
+                         f"{example}) or a tensor `(d0, d1, ...) dtype`")
     m = _TENSOR.match(rest)
     if m:
         dims_text = [d.strip() for d in m.group("dims").split(",") if d.strip()]
@@ -172,9 +178,14 @@ def shape_specs(text: str, tree: ast.Module | None = None,
 
 def shape_line(kernel: KernelDef, known: dict[str, tuple[tuple[int | None, ...] | None, str | None]]) -> str:
     """A pre-filled shape line for ``kernel`` (``known``: param -> (shape, dtype) the static analysis knows;
-    unknown dimensions are ``PLACEHOLDER_DIM``, an unknown rank is 2-D, an unknown dtype float32)."""
+    unknown dimensions are ``PLACEHOLDER_DIM``, an unknown rank is 2-D, an unknown dtype float32). A parameter
+    the kernel takes as a value (``KernelDef.values``: a dtype, a flag, a count) is ``name=?``, which the user
+    must fill in: no tensor is guessed for it."""
     parts = []
     for p in kernel.required or kernel.params:
+        if p in kernel.values and p not in known:
+            parts.append(f"{p}={VALUE_PLACEHOLDER}")
+            continue
         shape, dtype = known.get(p, (None, None))
         dims = [PLACEHOLDER_DIM if d is None else int(d) for d in shape] if shape else [PLACEHOLDER_DIM] * 2
         inner = ", ".join(str(d) for d in dims) + ("," if len(dims) == 1 else "")
@@ -202,5 +213,5 @@ def synthesise(arg: Arg, rng: Any) -> Any:
     return rng.standard_normal(arg.shape, dtype=np.float32).astype(dt)
 
 
-__all__ = ["MAX_DIM", "MAX_ELEMENTS", "PLACEHOLDER_DIM", "SHAPE_LINE", "Arg", "ShapeProblem", "ShapeSpec", "shape_line",
-           "shape_specs", "synthesise"]
+__all__ = ["MAX_DIM", "MAX_ELEMENTS", "PLACEHOLDER_DIM", "SHAPE_LINE", "VALUE_PLACEHOLDER", "Arg", "ShapeProblem",
+           "ShapeSpec", "shape_line", "shape_specs", "synthesise"]

@@ -20,6 +20,7 @@ class KernelDef:
     indent: str  # the def's indentation
     params: tuple[str, ...]  # positional and keyword parameters, in order
     required: tuple[str, ...]  # those without a default value
+    values: tuple[str, ...] = ()  # required ones that are values, not tensors (``value_params``)
 
 
 def dotted(node: ast.expr) -> str:
@@ -56,9 +57,43 @@ def kernel_defs(tree: ast.Module | None, text: str) -> list[KernelDef]:
         first = min([node.lineno] + [d.lineno for d in node.decorator_list])
         def_text = lines[node.lineno - 1] if node.lineno <= len(lines) else ""
         indent = def_text[:len(def_text) - len(def_text.lstrip())]
-        out.append(KernelDef(node.name, node.lineno, first, node.end_lineno or node.lineno, indent, params, required))
+        out.append(KernelDef(node.name, node.lineno, first, node.end_lineno or node.lineno, indent, params, required,
+                             value_params(node, required)))
     out.sort(key=lambda k: k.line)
     return out
+
+
+VALUE_TYPES = {"int", "float", "bool", "str", "dtype"}  # annotations of parameters that are not tensors
+_DTYPE_NAME = re.compile(r"(?:^|_)dtype$")  # dtype, mx_dtype, out_dtype (the nki-samples' MX kernels)
+_RANGES = {"range", "affine_range", "sequential_range", "static_range"}
+
+
+def _dims(node: ast.expr) -> set[str]:
+    """The names written as elements of a shape tuple ``(n, 64)``."""
+    return {e.id for e in node.elts if isinstance(e, ast.Name)} if isinstance(node, ast.Tuple) else set()
+
+
+def value_params(fn: ast.FunctionDef | ast.AsyncFunctionDef, names: tuple[str, ...]) -> tuple[str, ...]:
+    """Those of ``names`` that ``fn`` takes as values, not tensors: annotated ``int``/``float``/``bool``/``str``,
+    or — unless the body reads an attribute (``.shape``) or elements of it, as of a tensor — named like a dtype
+    (``mx_dtype``), passed as a ``dtype=`` argument, counted over (``range(n)``, ``nl.affine_range(n)``) or
+    written as a size in a shape tuple (``x.shape == (n, 64)``, ``nl.ndarray((n, 64), ...)``)."""
+    args = fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs
+    annotated = {a.arg for a in args if a.annotation is not None
+                 and dotted(a.annotation).rsplit(".", 1)[-1] in VALUE_TYPES}
+    tensor, value = set(), {n for n in names if _DTYPE_NAME.search(n)}
+    for node in ast.walk(fn):
+        if isinstance(node, (ast.Attribute, ast.Subscript)) and isinstance(node.value, ast.Name):
+            tensor.add(node.value.id)
+        elif isinstance(node, ast.keyword) and node.arg == "dtype" and isinstance(node.value, ast.Name):
+            value.add(node.value.id)
+        elif isinstance(node, ast.Call) and dotted(node.func).rsplit(".", 1)[-1] in _RANGES:
+            value.update(a.id for a in node.args if isinstance(a, ast.Name))
+        elif isinstance(node, ast.Compare) and isinstance(node.left, ast.Attribute) and node.left.attr == "shape":
+            value.update(*(_dims(c) for c in node.comparators))  # assert x.shape == (n, 64): n is a size
+        elif isinstance(node, ast.Call) and node.args:
+            value.update(_dims(node.args[0]))  # nl.ndarray((n, 64), ...): a size
+    return tuple(n for n in names if n in annotated or (n in value and n not in tensor))
 
 
 def main_block(tree: ast.Module | None) -> ast.If | None:

@@ -6,7 +6,7 @@ them (jailed workers, the verdict computed in this process):
   trace for all seeds) and the executor (the program on each seed);
 - ``direct``: ``judge.verify(traced=False)`` — the kernel run on each seed in its own process (the design
   before; kept for device roles, where the device computes);
-- ``simulate``: ``api.simulate`` (one seed, one jailed worker).
+- ``simulate``: ``api.simulate`` (one seed: the task's worker draws the inputs, the tracer and the executor run).
 It prints per kernel the seconds and the ratio traced/direct, and the medians (goal: traced/direct <= 1.0).
 
     .venv/bin/python benchmarks/trace_execute.py [--repeat 3] [--seeds 3] [--filter l1_] [--json out.json]

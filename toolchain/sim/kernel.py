@@ -89,6 +89,10 @@ class Kernel:
         self.__name__ = getattr(func, "__name__", "kernel")
         self.__doc__ = getattr(func, "__doc__", None)
         self.original = func  # not __wrapped__: pytest would collect kernels named test_* as tests
+        try:  # inspect.signature(kernel) is the function's (nki-library's test framework binds arguments by it)
+            self.__signature__ = inspect.signature(func)
+        except (TypeError, ValueError):
+            pass
 
     def __repr__(self) -> str:
         return f"<nki kernel {self.__name__}>"

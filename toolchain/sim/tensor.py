@@ -361,6 +361,21 @@ def _install_boundaries() -> None:
 
     for k in _TRACED_METHODS + _TRACED_OPERATORS:
         setattr(Tensor, k, boundary(vars(Tensor)[k], f"Tensor.{k}"))
+    for k, is_ne in (("__eq__", False), ("__ne__", True)):
+        setattr(Tensor, k, _none_test(vars(Tensor)[k], is_ne))
+
+
+def _none_test(compare: Callable[[Any, Any], Any], is_ne: bool) -> Callable[[Any, Any], Any]:
+    """``t == None`` / ``t != None`` is a Python test of the object (nki-library's ``if bias != None:``), not an
+    element-wise compare: no NKI call, so nothing is traced."""
+
+    def cmp(self: Any, o: Any) -> Any:
+        if o is None:
+            return is_ne
+        return compare(self, o)
+
+    cmp.__name__ = compare.__name__
+    return cmp
 
 
 _DESCRIPTOR = vars(Tensor)[_SLOT]

@@ -160,9 +160,9 @@ def dropout_values(data: Any, prob: Any) -> np.ndarray:
             _dtype_in(api, "prob", prob, ("float32",), "float32 for integer data")
         elif not dtypes.is_float(prob.dtype):
             raise _err("sim_unsupported_dtype", f"prob of '{api}' must be a float tile", prob)
+    # A probability is runtime data (a prob tile) the engine compares a uniform draw in [0, 1) against: one
+    # >= 1 drops every element, as 1.0 does, one <= 0 keeps every element (docs/toolchain.md, "dropout").
     pr = _vector_operand(api, "prob", prob, x.shape[0])
-    if np.any((pr < 0) | (pr > 1)):
-        raise _err("sim_invalid_argument", f"drop probability of '{api}' must be in [0, 1]")
     v = _flat(c.fp32(x))
     keep = _state(s)[1].random(v.shape, dtype=np.float32) >= np.broadcast_to(pr, (v.shape[0], 1))
     return np.where(keep, v, np.float32(0)).reshape(x.shape)

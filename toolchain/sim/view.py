@@ -199,6 +199,7 @@ class View(ViewsMixin):
                     norm.append(i)
                 else:
                     norm.append(i)
+        new_par += max(0, self.par_axis - len(keys))  # block dims left unindexed stay before the partition dim
         total_kept = kept + (self.ndim - len(keys))
         if on_chip and total_kept < 2 and int_free:
             last = int_free[-1]  # keep the last integer-indexed free dim as size 1 so the tile stays 2-D

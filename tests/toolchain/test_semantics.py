@@ -1029,18 +1029,33 @@ def c_write_input(a):
     return a
 
 
+@nki.jit
+def c_write_output_parameter(a, out):
+    nl.store(out, value=nl.load(a))
+
+
 def test_classic_kernel_inputs_are_immutable() -> None:
-    # reported as a warning (the SDK's own simulation-mode examples write parameters; compilers reject it)
+    # an error at the store for a kernel that returns its outputs (SDK >= 2.21 rejects it; issue 22)
+    with pytest.raises(NkiError) as e:
+        c_write_input(np.ones((4, 4), np.float32))
+    assert e.value.code == "err_cannot_update_immutable_parameter"
+    assert e.value.location is not None and e.value.location.line == c_write_input.original.__code__.co_firstlineno + 2
+
+
+def test_classic_output_parameters_are_a_warning() -> None:
+    # the older convention (outputs passed in, nothing returned; the SDK's simulation-mode examples): a warning
     from nki_agent.toolchain.sim.kernel import DEFAULTS, LaunchDefaults
 
     records: list = []
     tok = DEFAULTS.set(LaunchDefaults(observer=records.append))
+    out = np.zeros((4, 4), np.float32)
     try:
-        c_write_input(np.ones((4, 4), np.float32))
+        c_write_output_parameter(np.ones((4, 4), np.float32), out)
     finally:
         DEFAULTS.reset(tok)
     codes = [(w.code, w.severity) for w in records[-1].warnings]
     assert ("err_cannot_update_immutable_parameter", "warning") in codes
+    assert np.array_equal(out, np.ones((4, 4), np.float32))
 
 
 # ============================================ 20. new API: classic-only features removed (§1.3)

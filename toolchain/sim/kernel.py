@@ -23,6 +23,7 @@ from ..location import caller_location, traceback_location
 from nki_agent.toolchain.facts.targets import GENERATION_DEFAULT, Target, environment_target, resolve_target
 from . import runtime
 from .buffers import Buffer
+from .compile_checks import returns_outputs
 from .trace import DEFAULT_LIMIT, Trace, Tracer
 from .tensor import (HOST_ACCESS, Tensor, TensorAttributeError, called_function, host_access_error, host_copy,
                      storage_of, view_of, wrap_array)
@@ -194,6 +195,7 @@ def launch(kernel: Kernel, grid: tuple[int, ...], args: tuple[Any, ...], kwargs:
     func = kernel.func
     sim.kernel_code = getattr(func, "__code__", None)
     sim.kernel_file = sim.kernel_code.co_filename if sim.kernel_code else ""
+    sim.strict_params = returns_outputs(sim.kernel_code)
     if sim.tracer is not None:
         sim.tracer.trace.kernel_file = sim.kernel_file
     record = LaunchRecord(kernel.__name__, sim.target.name, kernel.generation, grid)

@@ -18,6 +18,7 @@ import numpy as np
 from nki_agent.toolchain.facts import dtypes
 from nki_agent.toolchain.facts.errors import NkiError, SourceLocation
 from ..location import ast_context, caller_location
+from .compile_checks import mark_reduction
 from . import runtime
 from .buffers import hbm, private_hbm, psum, sbuf, shared_hbm
 from .index import arange, ds, mgrid
@@ -270,7 +271,9 @@ def loop_reduce(x: Any, op: Any, loop_indices: Any = None, dtype: Any = None, ma
             # validated on hardware) reduces into fresh nl.ndarray slices, so the first iteration writes ``a``
             combined = np.where(np.isnan(old), vals, combined)
         vals = combined
-    return c.emit(np.array(vals), out_dt, m)
+    result = c.emit(np.array(vals), out_dt, m)
+    mark_reduction(storage_of(result))
+    return result
 
 
 _UNSET = object()

@@ -26,6 +26,7 @@ import numpy as np
 from nki_agent.toolchain.facts.errors import NkiError
 from ..location import reset_replay_location, set_replay_location
 from . import runtime
+from .compile_checks import program_returns_outputs
 from .kernel import (DEFAULTS, LaunchDefaults, LaunchRecord, _check_grid, begin_instance, finish_launch,
                      input_tensor, instances_of, new_launch, to_numpy_input)
 from nki_agent.toolchain.protocol.program import CALL, CLOSE, DROP, NEXT, Names, Program, ProgramError, decode
@@ -236,6 +237,7 @@ def execute(program: Program, arrays: list[Any], defaults: LaunchDefaults | None
     sim = new_launch(target, program.generation, program.grid, defaults)
     _check_grid(sim.target, _ProgramKernelFacts(program), program.grid)  # type: ignore[arg-type]
     sim.kernel_file = program.kernel_file
+    sim.strict_params = program_returns_outputs([inst.result for inst in program.instances])
     if sim.tracer is not None:
         sim.tracer.trace.kernel_file = sim.kernel_file
     record = LaunchRecord(program.kernel_name, sim.target.name, program.generation, program.grid)

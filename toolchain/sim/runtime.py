@@ -80,6 +80,7 @@ class Simulation:
     tracer: "Tracer | None" = None  # the instruction trace for the cost model (trace.py); None = not tracing
     arithmetic: bool = True  # False: a trace-only run, the expensive ops skip computing values
     serials: int = 0  # storages created so far (Storage.serial)
+    strict_params: bool = False  # a store into an immutable parameter is an error, not a warning (compile_checks)
 
     def new_serial(self) -> int:
         self.serials += 1

@@ -19,6 +19,7 @@ from nki_agent.toolchain.facts import dtypes
 from nki_agent.toolchain.facts.errors import NkiError
 from ..location import caller_location
 from . import runtime
+from .compile_checks import is_reduction, proven_overlap
 from .buffers import Buffer
 from .index import Index, Mask
 from .predicate import predicate_of
@@ -283,10 +284,13 @@ class View(ViewsMixin):
             raise NkiError("err_unsupported_memory",
                            f"cannot assign HBM tensor `{value.name}` to on-chip tensor `{self.name}`; use nl.load",
                            caller_location())
-        self.write(src, predicate_of(value))
+        self.write(src, predicate_of(value), reduction=isinstance(value, View) and is_reduction(value.storage))
 
-    def write(self, values: Any, mask: Any = None, accumulate: bool = False) -> None:
-        """Store values into this view (cast to its dtype), honouring mask and all write checks."""
+    def write(self, values: Any, mask: Any = None, accumulate: bool = False, reduction: bool = False) -> None:
+        """Store values into this view (cast to its dtype), honouring mask and all write checks.
+
+        ``accumulate`` (``+=``) and ``reduction`` (an ``nl.loop_reduce`` result) are the accumulations the docs
+        allow across ``affine_range`` iterations: exempt from the output-dependency check."""
         sim = runtime.current()
         st = self.storage
         if sim is not None:
@@ -297,9 +301,15 @@ class View(ViewsMixin):
         if st.unpoisoned and (accumulate or not (mask is None and self.coords is None and self.arr.size == st.array.size)):
             poison(st)  # a partial first write: the rest must read as fresh (poisoned) memory
         if st.immutable:
-            # SDK >= 2.21 compilers reject this; the SDK's own simulation-mode API examples still write
-            # outputs passed in as parameters, so the simulator reports it (once) and carries on
+            # SDK >= 2.21 compilers reject this: an error at the store for a kernel that returns its outputs
+            # (the 2.21+ convention); the older output-parameter convention (the SDK's simulation-mode API
+            # examples) returns nothing and writes its outputs through parameters: reported once, carried on
             st.immutable = False
+            if sim is not None and sim.strict_params:
+                raise NkiError("err_cannot_update_immutable_parameter",
+                               f"Cannot update immutable parameter `{st.name}`: kernel parameters are immutable "
+                               "unless annotated nt.mutable_tensor (and returned); write into a new shared_hbm "
+                               "output instead", caller_location(), created_here(st))
             if sim is not None:
                 sim.warnings.append(NkiError(
                     "err_cannot_update_immutable_parameter",
@@ -324,7 +334,7 @@ class View(ViewsMixin):
                 mvals = np.broadcast_to(small, shape)
         if sim is not None and st.buffer.kind == "psum" and st in sim.psum_open:
             self.shadow_set(sim.psum_open[st], False)  # any other write ends the accumulation group
-        if sim is not None and sim.affine and not accumulate:
+        if sim is not None and sim.affine and not accumulate and not reduction:
             self._check_affine(sim, mvals)
         if self.coords is None:
             target = self.arr
@@ -377,9 +387,19 @@ class View(ViewsMixin):
             mark = frame.iteration + 1
             if cur.size and int(cur.max()) != 0 and int(cur.min()) != mark:  # fast paths: untouched / all ours
                 clash = (cur > 0) & (cur != mark)
+                if clash.any() and mvals is None and proven_overlap(owners, cur):
+                    # the destination does not move with the loop variable: an earlier iteration wrote exactly
+                    # these elements, unmasked (the compiler's "missing indices in the dst access")
+                    prev = int(cur.flat[0]) - 1
+                    raise NkiError(
+                        "err_unexpected_output_dependencies",
+                        f"Unexpected output dependencies, different iterations of {frame.var_name} loop (iterations "
+                        f"{prev} and {frame.iteration}) write to `{st.name}`: the destination does not depend on the "
+                        "loop variable; index it with the loop variable, accumulate with +=, or use "
+                        "nl.sequential_range", caller_location(), created_here(st))
                 if clash.any() and not frame.reported:
-                    # reported, not raised: compilers do not always prove it, and published kernels that ran on
-                    # hardware contain such writes; the simulation continues in program order
+                    # partial overlaps are reported, not raised: compilers do not always prove them, and published
+                    # kernels that ran on hardware contain such writes; the simulation continues in program order
                     frame.reported = True
                     prev = int(cur[clash].flat[0]) - 1
                     sim.warnings.append(NkiError(

@@ -7,7 +7,8 @@ from . import (arange_1d, bool_on_tile, matmul_limits, mixed_indexing, partition
                removed_api, shared_hbm_scope, wrong_buffer)
 from . import matmul_psum_dtype, output_not_stored, par_dim, psum_to_hbm
 from . import arange_partitions, matmul_dst_memory, matmul_operand_memory
+from . import loop_scope
 
 ALL = [partition_limit, psum_bank, matmul_limits, wrong_buffer, bool_on_tile, arange_1d, mixed_indexing,
        shared_hbm_scope, removed_api, psum_to_hbm, matmul_psum_dtype, output_not_stored, par_dim,
-       matmul_operand_memory, matmul_dst_memory, arange_partitions]
+       matmul_operand_memory, matmul_dst_memory, arange_partitions, loop_scope]

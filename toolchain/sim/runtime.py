@@ -71,6 +71,8 @@ class Simulation:
     loop_depth: int = 0
     shared: dict[tuple[Any, ...], Any] = field(default_factory=dict)
     shared_seen: dict[tuple[Any, ...], int] = field(default_factory=dict)
+    # PSUM elements some instruction wrote: a ``+=`` into the others starts from zero (docs/toolchain.md)
+    psum_written: "weakref.WeakKeyDictionary[Any, np.ndarray]" = field(default_factory=weakref.WeakKeyDictionary)
     trace: list[TraceEntry] = field(default_factory=list)
     warnings: list[Any] = field(default_factory=list)
     instructions: int = 0

@@ -336,10 +336,12 @@ class View(ViewsMixin):
             self.shadow_set(sim.psum_open[st], False)  # any other write ends the accumulation group
         if sim is not None and sim.affine and not accumulate and not reduction:
             self._check_affine(sim, mvals)
+        fresh = self._psum_fresh(sim, mvals) if sim is not None and st.buffer.kind == "psum" else None
         if self.coords is None:
             target = self.arr
             if accumulate:
-                upd = dtypes.cast(dtypes.to_fp32(target) + dtypes.to_fp32(vals), target.dtype)
+                base = dtypes.to_fp32(target) if fresh is None else np.where(fresh, 0, dtypes.to_fp32(target))
+                upd = dtypes.cast(base + dtypes.to_fp32(vals), target.dtype)
             else:
                 upd = dtypes.cast(vals, target.dtype)
             if mvals is None:
@@ -354,7 +356,10 @@ class View(ViewsMixin):
                 vals = vals[mvals]
             cur = self.arr[coords]
             if accumulate:
-                upd = dtypes.cast(dtypes.to_fp32(cur) + dtypes.to_fp32(vals), self.arr.dtype)
+                base = dtypes.to_fp32(cur)
+                if fresh is not None:
+                    base = np.where(fresh if mvals is None else fresh[mvals], 0, base)
+                upd = dtypes.cast(base + dtypes.to_fp32(vals), self.arr.dtype)
             else:
                 upd = dtypes.cast(vals, self.arr.dtype)
             self.arr[coords] = upd
@@ -366,6 +371,21 @@ class View(ViewsMixin):
         st.predicate = None  # written again: no longer just the result of one masked instruction
         if st.is_param:
             st.mutated = True
+
+    def _psum_fresh(self, sim: runtime.Simulation, mvals: np.ndarray | None) -> np.ndarray:
+        """Where this PSUM view was never written (view-shaped), noting the elements this write covers.
+
+        On hardware ``psum += x`` (the classic accumulation idiom) is the first write of an accumulation
+        group where nothing was written before: it starts from zero, not from stale memory (the samples'
+        ``allocated_fused_linear`` / ``allocated_attention`` accumulate into a fresh ``nl.ndarray``)."""
+        st = self.storage
+        seen = sim.psum_written.get(st)
+        if seen is None:
+            seen = np.full(st.array.shape, st.written, dtype=bool)  # written = created with a fill value
+            sim.psum_written[st] = seen
+        before = np.array(self.shadow_get(seen), dtype=bool)
+        self.shadow_set(seen, True if mvals is None else before | mvals)
+        return ~before
 
     def _check_affine(self, sim: runtime.Simulation, mvals: np.ndarray | None) -> None:
         st = self.storage

@@ -175,10 +175,17 @@ class View(ViewsMixin):
         kept = 0
         new_par = 0
         int_free: list[int] = []
+        overrun: NkiError | None = None
         for dim, k in enumerate(keys):
             n = self.arr.shape[dim]
             if isinstance(k, slice):
-                norm.append(self._check_slice(k, n, dim))
+                try:
+                    norm.append(self._check_slice(k, n, dim))
+                except NkiError as e:
+                    if sim is None or sim.generation != runtime.CLASSIC or e.code != "err_tensor_access_out_of_bound":
+                        raise
+                    overrun = overrun or e  # a mask may turn the rows outside off (_overrun_view)
+                    norm.append(_full_range(k, n))
                 if dim < self.par_axis:
                     new_par += 1
                 kept += 1
@@ -207,8 +214,29 @@ class View(ViewsMixin):
             i = norm[last]
             norm[last] = slice(i, i + 1)
         nkey = tuple(norm)
+        if overrun is not None:
+            return self._overrun_view(nkey, new_par if on_chip else 0, overrun)
         view = self.arr[nkey]
         return View(self.storage, view, self.steps + (nkey,), None, new_par if on_chip else 0)
+
+    def _overrun_view(self, nkey: tuple[Any, ...], par_axis: int, error: NkiError) -> "View":
+        """A classic slice that runs past the tensor as coordinates: legal where the instruction's mask turns
+        the outside elements off (nki-samples ``vision.py`` tiles a ragged dim with ``[t*128:(t+1)*128]`` and
+        ``mask=(row < n)``); an unmasked access to them raises at the instruction (``_checked_coords``)."""
+        if any(k is None for k in nkey):
+            raise error
+        keys = nkey + tuple(slice(0, n, 1) for n in self.arr.shape[len(nkey):])
+        rank = sum(1 for k in keys if isinstance(k, slice))
+        coords: list[np.ndarray] = []
+        axis = 0
+        for k in keys:
+            if isinstance(k, slice):
+                r = np.arange(k.start, k.stop, k.step)
+                coords.append(r.reshape((1,) * axis + (r.size,) + (1,) * (rank - axis - 1)))
+                axis += 1
+            else:
+                coords.append(np.full((1,) * rank, int(k)))
+        return View(self.storage, self.arr, self.steps, tuple(coords), par_axis)
 
     def _check_slice(self, k: slice, n: int, dim: int) -> slice:
         start, stop, step = k.start, k.stop, k.step
@@ -473,6 +501,16 @@ def _as_slices(arrays: list[np.ndarray], bshape: tuple[int, ...], dims: tuple[in
     # every result axis must come from exactly one coordinate (no broadcast-only axes)
     n_axes = sum(1 for k in key if isinstance(k, slice))
     return tuple(key) if n_axes == len(bshape) else None
+
+
+def _full_range(k: slice, n: int) -> slice:
+    """The explicit ``start:stop:step`` a slice asks for, not clipped to the ``n`` elements there are."""
+    step = 1 if k.step is None else _as_int(k.step)
+    if step < 0:
+        return slice(*k.indices(n))
+    s = 0 if k.start is None else _as_int(k.start)
+    e = n if k.stop is None else _as_int(k.stop)
+    return slice(s + n if s < 0 else s, e + n if e < 0 else e, step)
 
 
 def _expand_ellipsis(keys: tuple[Any, ...], ndim: int) -> tuple[Any, ...]:

@@ -24,7 +24,7 @@ from .language import UnsupportedApi
 from .ops import common as c
 from .ops import isa as core
 from .ops.matmul import matmul_values, transpose_values
-from .tensor import Tensor, describe, values_of, write_into
+from .tensor import Tensor, describe, values_of, view_of, write_into
 
 
 class engine(enum.IntEnum):
@@ -200,18 +200,38 @@ def dma_copy(dst: Any = None, src: Any = None, mask: Any = None, dst_rmw_op: Any
     if dst.buffer.kind == "psum":
         raise NkiError("err_unsupported_memory", "dma_copy cannot write PSUM", caller_location(), c.where(dst))
     m = c.mask_of(mask)
-    vals = values_of(src, m)
-    if vals.size != dst.size:
+    if src.size != dst.size:
         raise NkiError("sim_shape_mismatch",
-                       f"dma_copy element counts differ: src {describe(src)} has {vals.size}, dst {describe(dst)} "
+                       f"dma_copy element counts differ: src {describe(src)} has {src.size}, dst {describe(dst)} "
                        f"has {dst.size}", caller_location(), c.where(src) + c.where(dst))
+    m_dst = m
+    mode = kw.get("oob_mode")
+    if mode is not None and int(mode) == oob_mode.skip:
+        m, m_dst = _skip_out_of_bounds(src, dst, m)
+    vals = values_of(src, m)
     vals = vals.reshape(dst.shape)
     if vals.dtype != dst.dtype:
         vals = dtypes.cast(dtypes.to_fp32(vals), dst.dtype)
     if dst_rmw_op is not None:
         cur = c.fp32(dst)
         vals = c.apply_alu("dma_copy", dst_rmw_op, cur, dtypes.to_fp32(vals))
-    write_into(dst, vals, m)
+    write_into(dst, vals, m_dst)
+
+
+def _skip_out_of_bounds(src: Tensor, dst: Tensor, mask: np.ndarray | None) -> tuple[Any, Any]:
+    """``oob_mode=skip``: the elements whose (dynamic) index on either side is out of range are not copied,
+    the rest are (SDK ``test_nki_isa_dma_copy``: the skipped rows of the destination keep their values).
+    The predicates of src and dst, elements paired in row-major order as the copy pairs them."""
+    keep = np.ones(src.size, dtype=bool)
+    for t in (src, dst):
+        ok = view_of(t).in_bounds()
+        if ok is not None:
+            keep &= ok.reshape(-1)
+    if mask is not None:
+        keep &= np.broadcast_to(mask, src.shape).reshape(-1)
+    if keep.all():
+        return mask, mask
+    return keep.reshape(src.shape), keep.reshape(dst.shape)
 
 
 def c_bn_stats(data: Any, mask: Any = None, dtype: Any = None, **kw: Any) -> Tensor:
@@ -334,7 +354,7 @@ def n_bn_aggr(dst: Any, data: Any, name: Any = None) -> None:
 
 def n_dma_copy(dst: Any, src: Any, priority: Any = None, oob_mode: Any = None, dge_mode: Any = None,
                engine: Any = None, name: Any = None) -> None:
-    dma_copy(dst=dst, src=src)
+    dma_copy(dst=dst, src=src, oob_mode=oob_mode)
 
 
 def _need_dst(api: str, dst: Any) -> None:

@@ -126,6 +126,15 @@ class View(ViewsMixin):
         else:
             region[self._checked_coords(None)] = value
 
+    def in_bounds(self) -> np.ndarray | None:
+        """Where this view's coordinates (dynamic indices included) fall inside the tensor; None: everywhere."""
+        if self.coords is None:
+            return None
+        ok = np.ones(self.shape, dtype=bool)
+        for dim, c in enumerate(self.coords):
+            ok &= (c >= 0) & (c < self.arr.shape[dim])
+        return ok
+
     def _checked_coords(self, mask: Any) -> tuple[np.ndarray, ...]:
         """Coordinates after the static bounds check; out-of-bounds is allowed only where masked off."""
         assert self.coords is not None

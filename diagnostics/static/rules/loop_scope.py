@@ -72,6 +72,8 @@ def _is_tile_call(value: ast.AST, aliases: dict[str, str]) -> bool:
     if not isinstance(node, ast.Name) or node.id not in aliases or not parts:
         return False
     found = Interpreter.api(".".join([aliases[node.id]] + parts[::-1]))
+    if any(k.arg == "buffer" and "hbm" in ast.dump(k.value) for k in value.keywords):
+        return False  # an HBM tensor allocated in a loop is err_shared_hbm_must_in_kernel_level's (hoisting fixes both)
     return found is not None and found[0] in ("nl", "nisa") and found[1] not in _NOT_TILES
 
 

@@ -13,9 +13,12 @@ scenarios run one at a time per pytest worker, so with ``-n 2`` at most two run 
 from __future__ import annotations
 
 import json
+import os
 import re
+import secrets
 import shutil
 import socket
+import subprocess
 import venv
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -149,23 +152,37 @@ def test_verify_now_changes_the_code_lens(vscode: Opener) -> None:
     assert before != after and after.startswith("NKI: ✓ verified"), (before, after)
 
 
+QUESTION = "apply the agent's verified fix"
+
+
 def test_fix_kernel_with_agent(vscode: Opener, commands: set[str]) -> None:
+    """The diff preview; Accept from the palette applies the fix as one undo step, and the Accept / Reject
+    notification goes with the preview; a second run rejected from the notification's own link changes
+    nothing and takes its notification away too."""
     wb = vscode(_fixture("bool_and.py"), _settings())
     wb.open_file("kernel.py")
     wb.problems("err_ambiguous_tensor_truth_value")
     wb.run_command("NKI Agent: Fix kernel with agent")
-    if "nkiAgent.acceptFix" in commands:
-        wb.page.locator(".monaco-diff-editor").first.wait_for(timeout=UI_TIMEOUT_MS)
-        wb.shot("diff-preview")
-        wb.run_command("NKI Agent: Accept agent fix")
-    else:  # the .vsix predates the diff preview: the verified fix is applied directly
-        pass
+    wb.page.locator(".monaco-diff-editor").first.wait_for(timeout=UI_TIMEOUT_MS)
+    question = wb.notification(QUESTION)
+    question.locator("a", has_text="Reject").first.wait_for(timeout=UI_TIMEOUT_MS)
+    wb.shot("diff-preview")
+    wb.run_command("NKI Agent: Accept agent fix")
     wb.wait_editor_text("m = hi & lo", timeout=SLOW_TIMEOUT_MS)
+    question.wait_for(state="detached", timeout=UI_TIMEOUT_MS)  # decided elsewhere: the question is gone
     wb.shot("fixed")
     wb.focus_editor()
     wb.page.keyboard.press("Control+z")  # one undo step restores the kernel as it was
     wb.wait_editor_text("m = hi and lo")
     wb.shot("undone")
+    wb.run_command("NKI Agent: Fix kernel with agent")
+    again = wb.notification(QUESTION, timeout=SLOW_TIMEOUT_MS)
+    again.locator("a", has_text="Reject").first.click()  # the notification's own link
+    again.wait_for(state="detached", timeout=UI_TIMEOUT_MS)
+    wb.page.locator(".monaco-diff-editor").first.wait_for(state="detached", timeout=UI_TIMEOUT_MS)
+    wb.shot("rejected")
+    assert "m = hi and lo" in wb.editor_text()
+    assert not [t for t in _nki_toasts(wb) if QUESTION in t], _nki_toasts(wb)
 
 
 def test_kernel_report(vscode: Opener, commands: set[str]) -> None:
@@ -267,3 +284,101 @@ def test_python_without_the_package_install_button_works(vscode: Opener, tmp_pat
     rows = wb.problems("err_ambiguous_tensor_truth_value", timeout=SLOW_TIMEOUT_MS)
     wb.shot("diagnostics")
     assert any("needs a single truth value" in r for r in rows), rows
+
+
+# --- the runner from the palette: saves use it, the token goes live, the lenses fit -------------------------
+
+class _Runner:
+    """``nki-agent runner serve`` (simulator backend) on 127.0.0.1, any free port, requiring ``token``."""
+
+    def __init__(self, state: Path, token: str) -> None:
+        env = {**os.environ, "NKI_AGENT_RUNNER_TOKEN": token}
+        self.proc = subprocess.Popen([str(VENV_PYTHON), "-m", "nki_agent", "runner", "serve", "--port", "0",
+                                      "--state-dir", str(state), "--no-cache"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True)
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()  # blocks until the runner listens (or dies: empty line)
+        assert "listening on " in line, line
+        self.url = line.rsplit("listening on ", 1)[1].strip()
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+def _pick(wb: Workbench, row_text: str) -> None:
+    row = wb.page.locator(".quick-input-widget .monaco-list-row", has_text=row_text).first
+    row.wait_for(timeout=UI_TIMEOUT_MS)
+    row.click()
+
+
+def _type_in_box(wb: Workbench, text: str) -> None:
+    box = wb.page.locator(".quick-input-widget input")
+    box.wait_for(timeout=UI_TIMEOUT_MS)
+    box.fill(text)
+    box.press("Enter")
+
+
+def _edit_and_save(wb: Workbench, comment: str) -> None:
+    wb.focus_editor()
+    wb.page.keyboard.press("Control+End")
+    wb.page.keyboard.type(f"\n# {comment}")
+    wb.page.keyboard.press("Control+s")
+
+
+def test_select_target_and_runner_say_where_saves_use_the_runner_and_the_token_needs_no_restart(
+        vscode: Opener, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 21: Select target says which file it wrote; Select runner alone makes saves verify on the runner
+    (and says what it wrote where); Set runner token reaches the running server without a restart; the local
+    and the runner lens are short (their detail in the tooltip)."""
+    token = "e2e-" + secrets.token_hex(12)
+    monkeypatch.delenv("NKI_AGENT_RUNNER_TOKEN", raising=False)  # code-server inherits the test's environment
+    runner = _Runner(tmp_path / "runner-state", token)
+    try:
+        starts = tmp_path / "starts.txt"  # every start of the language server (python -m ...)
+        wrapper = tmp_path / "counting-python"
+        wrapper.write_text(f"#!/bin/sh\nif [ \"$1\" = -m ]; then echo start >> '{starts}'; fi\n"
+                           f"exec '{VENV_PYTHON}' \"$@\"\n")
+        wrapper.chmod(0o755)
+        # the runner is the user's already, but saves do not verify (verifyOnSave "off"): picking it must change that
+        wb = vscode(_example(), {"nkiAgent.interpreter": str(wrapper), "nkiAgent.runnerUrl": runner.url})
+        ws = tmp_path / "ws"
+        wb.open_file("kernel_classic.py")
+        wb.code_lens("^NKI: not verified")  # the server is up
+
+        wb.run_command("NKI Agent: Select target")
+        _pick(wb, "Trainium1")
+        settings_file = ws / ".vscode" / "settings.json"
+        said = str(wb.notification("(nkiAgent.target) written to").inner_text())
+        assert str(settings_file) in said, said
+        assert json.loads(settings_file.read_text()) == {"nkiAgent.target": "trn1"}
+
+        wb.run_command("NKI Agent: Select runner")
+        _pick(wb, "Remote runner")
+        _type_in_box(wb, runner.url)
+        said = str(wb.notification("now verify on the runner").inner_text())
+        wb.shot("runner-selected")
+        assert runner.url in said and "nkiAgent.verifyOnSave \"remote\" to your user settings" in said, said
+        assert "It needs its bearer token" in said, said
+        assert "runnerUrl" not in settings_file.read_text()  # machine-scoped: never the workspace's file
+
+        _edit_and_save(wb, "first save")  # the save goes to the runner, which refuses: no token yet
+        wb.notification("wrong or missing token")
+        wb.shot("no-token")
+
+        wb.run_command("NKI Agent: Set runner token")
+        _type_in_box(wb, token)
+        wb.notification("the running server uses it from now on")
+        _edit_and_save(wb, "second save")
+        line = wb.code_lens("NKI runner: ✓ correct")  # the line's lenses, joined by " | "
+        wb.shot("runner-lens")
+        local, remote = re.split(r"\s*\|\s*", line.replace("\u00a0", " ").strip())
+        assert local.startswith("NKI: ✓ verified on trn1") and remote.startswith("NKI runner: ✓ correct"), line
+        assert len(local) <= 70 and len(remote) <= 60, (local, remote)  # both fit on the kernel's line
+        tips = [str(t) for t in wb.page.locator(".monaco-editor .codelens-decoration a[title]").evaluate_all(
+            "els => els.map(e => e.getAttribute('title'))")]
+        assert any("(embedded)" in t and "Verify again" in t for t in tips), tips  # the detail, in the tooltip
+        assert any("(simulator backend)" in t for t in tips), tips
+        assert starts.read_text().splitlines() == ["start"], "the server was restarted"
+    finally:
+        runner.stop()

@@ -264,6 +264,7 @@ def instances_of(grid: tuple[int, ...]) -> list[tuple[int, ...]]:
 
 def begin_instance(sim: runtime.Simulation, n_instance: int, pid: tuple[int, ...]) -> None:
     sim.program_ids = pid
+    sim.program_index, sim.program_start = n_instance, sim.instructions
     sim.shared_seen.clear()
     if sim.tracer is not None:
         sim.tracer.instance = n_instance

@@ -73,6 +73,12 @@ class Simulation:
     shared_seen: dict[tuple[Any, ...], int] = field(default_factory=dict)
     # PSUM elements some instruction wrote: a ``+=`` into the others starts from zero (docs/toolchain.md)
     psum_written: "weakref.WeakKeyDictionary[Any, np.ndarray]" = field(default_factory=weakref.WeakKeyDictionary)
+    # SPMD programs run one after another but are ordered as if in lockstep (docs/toolchain.md, "SPMD programs"):
+    # which program last wrote each element of a shared HBM tensor, and at which step of that program
+    hbm_stamps: "weakref.WeakKeyDictionary[Any, tuple[np.ndarray, np.ndarray]]" = field(
+        default_factory=weakref.WeakKeyDictionary)
+    program_index: int = 0  # the running program's position in instances_of(grid)
+    program_start: int = 0  # ``instructions`` when it started: its step = instructions - program_start
     trace: list[TraceEntry] = field(default_factory=list)
     warnings: list[Any] = field(default_factory=list)
     instructions: int = 0

@@ -373,6 +373,9 @@ class View(ViewsMixin):
             self.shadow_set(sim.psum_open[st], False)  # any other write ends the accumulation group
         if sim is not None and sim.affine and not accumulate and not reduction:
             self._check_affine(sim, mvals)
+        if (sim is not None and not accumulate and sim.generation == runtime.NEW and st.buffer.is_hbm
+                and (st.buffer.shared or st.is_param) and math.prod(sim.grid) > 1):
+            mvals = self._spmd_order(sim, mvals)
         fresh = self._psum_fresh(sim, mvals) if sim is not None and st.buffer.kind == "psum" else None
         if self.coords is None:
             target = self.arr
@@ -408,6 +411,43 @@ class View(ViewsMixin):
         st.predicate = None  # written again: no longer just the result of one masked instruction
         if st.is_param:
             st.mutated = True
+
+    def _spmd_order(self, sim: runtime.Simulation, mvals: np.ndarray | None) -> np.ndarray | None:
+        """The elements this write of a shared HBM tensor lands on when the launch's programs run in lockstep.
+
+        The simulator runs the LNC programs of a new-API launch one after another; on hardware each runs on
+        its own physical core at the same time (classic grids on one NeuronCore do run serially). An
+        element keeps the value of the write made at the latest step of its program (ties: the later program),
+        so a zero-fill every program does before writing its own shard (nki-library ``cascaded_max_utils``)
+        cannot erase a shard another program wrote at a later step. Reads see the sequential state."""
+        st = self.storage
+        stamps = sim.hbm_stamps.get(st)
+        if stamps is None:
+            stamps = (np.full(st.array.shape, -1, dtype=np.int32), np.zeros(st.array.shape, dtype=np.int32))
+            sim.hbm_stamps[st] = stamps
+        me, now = sim.program_index, sim.instructions - sim.program_start
+        owner, when = (replay(a, self.steps) for a in stamps)
+        if self.coords is None:
+            if owner.shape != self.shape:
+                return mvals  # a view the side arrays cannot follow: program order
+            o, w = owner, when
+            coords: tuple[np.ndarray, ...] = ()
+        else:
+            coords = tuple(np.broadcast_to(c, self.shape) for c in self._checked_coords(mvals))
+            o, w = owner[coords], when[coords]
+        keep = ~((o >= 0) & (o != me) & (w > now))
+        if mvals is not None:
+            keep &= mvals
+        if self.coords is None:
+            o[keep] = me
+            w[keep] = now
+        else:
+            idx = tuple(c[keep] for c in coords)
+            owner[idx] = me
+            when[idx] = now
+        if mvals is None and keep.all():
+            return None
+        return keep
 
     def _psum_fresh(self, sim: runtime.Simulation, mvals: np.ndarray | None) -> np.ndarray:
         """Where this PSUM view was never written (view-shaped), noting the elements this write covers.

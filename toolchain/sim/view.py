@@ -460,8 +460,14 @@ class View(ViewsMixin):
         if seen is None:
             seen = np.full(st.array.shape, st.written, dtype=bool)  # written = created with a fill value
             sim.psum_written[st] = seen
-        before = np.array(self.shadow_get(seen), dtype=bool)
-        self.shadow_set(seen, True if mvals is None else before | mvals)
+        region = replay(seen, self.steps)
+        if self.coords is None:
+            before = np.array(region, dtype=bool)
+            region[...] = True if mvals is None else before | mvals
+        else:  # coordinates a mask turns off may lie outside the tensor (_overrun_view): only mark the rest
+            coords = tuple(np.broadcast_to(c, self.shape) for c in self._checked_coords(mvals))
+            before = region[coords]
+            region[coords if mvals is None else tuple(c[mvals] for c in coords)] = True
         return ~before
 
     def _check_affine(self, sim: runtime.Simulation, mvals: np.ndarray | None) -> None:

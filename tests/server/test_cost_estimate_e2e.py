@@ -41,7 +41,7 @@ async def test_a_saved_kernel_shows_its_estimate(client: LanguageClient):
     await seen.until("refresh", 1, timeout=300)
     [(line, title)] = await lenses(client, uri)
     assert line == KERNEL_LINE - 1 and title.startswith("NKI: ✓ verified on trn1")
-    assert " · ≈ " in title and " est. trn1, " in title and "-bound — Verify again" in title
+    assert " · ≈ " in title and title.endswith(" est. trn1")
     hints = await cost_hints(client, uri, text)
     assert {M_LINE, N_LINE, K_LINE} <= set(hints), hints
     assert all(label.startswith("≈ ") and " · " in label for _, label, _ in hints.values())

@@ -16,11 +16,10 @@ import json
 import os
 import struct
 from collections.abc import Sequence
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
-import numpy as np
-
-from nki_agent.toolchain.facts import dtypes
+if TYPE_CHECKING:  # NumPy and the dtypes (ml_dtypes) are imported by the first frame, not by importing this
+    import numpy as np
 
 MAGIC = b"NKIW1\n"
 MAX_HEADER_BYTES = 16 << 20  # problems, traces and settings; far beyond any real header
@@ -35,6 +34,8 @@ class WireError(ValueError):
 
 def plain_dtype(name: str) -> np.dtype[Any]:
     """The dtype called ``name`` if it is a plain numeric type (no objects, records or strings)."""
+    from nki_agent.toolchain.facts import dtypes
+
     try:
         dt = dtypes.as_dtype(name)
     except (TypeError, ValueError) as e:
@@ -46,11 +47,15 @@ def plain_dtype(name: str) -> np.dtype[Any]:
 
 
 def meta_of(a: np.ndarray) -> dict[str, Any]:
+    from nki_agent.toolchain.facts import dtypes
+
     return {"dtype": dtypes.name(a.dtype), "shape": [int(d) for d in a.shape]}
 
 
 def encode(header: dict[str, Any], arrays: Sequence[np.ndarray | None] = ()) -> list[bytes | memoryview]:
     """The frame's pieces (header bytes, then each array's buffer) ready to be written in order."""
+    import numpy as np
+
     arrs = [None if a is None else np.ascontiguousarray(a) for a in arrays]
     head = dict(header, arrays=[None if a is None else meta_of(a) for a in arrs])
     raw = json.dumps(head, default=str).encode("utf-8")
@@ -70,6 +75,8 @@ def write(fd: int, header: dict[str, Any], arrays: Sequence[np.ndarray | None] =
 
 def read(stream: BinaryIO, max_bytes: int) -> tuple[dict[str, Any], list[np.ndarray | None]]:
     """Read one frame from a blocking stream (the worker's stdin): header and arrays."""
+    import numpy as np
+
     prefix = _exactly(stream, len(MAGIC) + _LEN.size)
     header = _header(prefix, lambda n: _exactly(stream, n))
     arrays: list[np.ndarray | None] = []
@@ -213,6 +220,8 @@ def nbytes(dtype: str, shape: tuple[int, ...]) -> int:
 
 
 def _array(buf: bytes | memoryview, m: Any, copy: bool = True) -> np.ndarray:
+    import numpy as np
+
     a = np.frombuffer(buf, dtype=plain_dtype(m.dtype)).reshape(m.shape)
     return a.copy() if copy else a
 

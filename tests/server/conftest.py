@@ -55,7 +55,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # a shared server lives in the module's event loop: its tests run in that loop too
     for item in items:
         if _shares(item) and item.get_closest_marker("asyncio") is not None:
-            item.add_marker(pytest.mark.asyncio(loop_scope="module"))
+            item.add_marker(pytest.mark.asyncio(loop_scope="module"), append=False)  # before its own mark
 
 
 @pytest.fixture

@@ -29,20 +29,22 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
+
+from nki_agent.toolchain.facts.errors import doc_url
+from nki_agent.toolchain.isolation.runner import Runner
+from nki_agent.toolchain.protocol.jobs import SimulateResult, VerifyResult
 
 from ..diagnostics.fixes import verified_fixes
 from ..diagnostics.model import Diagnostic, Fix, RelatedInfo, from_problem
 from ..diagnostics.static import Settings as CheckSettings
 from ..diagnostics.static import check_text
+from ..diagnostics.views.runs import RunResult, StaticResult
 from ..toolchain import api, taskless
-from nki_agent.toolchain.facts.errors import doc_url
-from nki_agent.toolchain.protocol.jobs import SimulateResult, TraceEntry, VerifyResult
-from nki_agent.toolchain.isolation.runner import Runner
 from ..toolchain.source_facts import KERNEL_DEF
 from ..toolchain.task_discovery import inside
 from .documents import MAX_DOC_BYTES, Snapshot
-from .settings import ServerSettings
+from .settings import ServerSettings, analysis_key
 from .tasks import SELF, TaskRef
 
 STATIC_SOURCE = "nki-check"
@@ -54,41 +56,6 @@ DISAGREE = "sim_runner_disagrees"  # the local simulator and the remote runner r
 REMOTE_TIMEOUT = 300.0  # seconds a remote job may take (queue wait on the runner comes on top)
 WRONG_RESULT = "sim_wrong_result"  # verification ran but the outputs differ from the reference
 _KERNEL_DEF = KERNEL_DEF  # a kernel decorator line, then its def (toolchain/source_facts.py)
-
-
-@dataclass(frozen=True)
-class StaticResult:
-    revision: int
-    version: int
-    diagnostics: tuple[Diagnostic, ...]
-    fixes: dict[int, list[Fix]] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """A simulation or verification of one buffer revision: the toolchain's typed result and its diagnostics."""
-
-    kind: str  # simulate | verify | remote (a profile job on the remote runner)
-    revision: int
-    version: int
-    diagnostics: tuple[Diagnostic, ...]
-    result: VerifyResult | SimulateResult
-    task: str
-    text: str | None = None  # the buffer it ran on: maps its line numbers (trace, estimate) onto later edits
-    kernels: tuple[str, ...] = ()  # the kernels of the buffer it ran (the code lens marks these); () unknown
-
-    @property
-    def via(self) -> str:
-        """What ran: "task", or without one "main" / "test" / "shapes" / "none" (``SimulateResult.via``)."""
-        return self.result.via if isinstance(self.result, SimulateResult) else "task"
-
-    @property
-    def trace(self) -> list[TraceEntry]:
-        return list(self.result.trace)
-
-    @property
-    def correct(self) -> bool:
-        return isinstance(self.result, VerifyResult) and self.result.correct
 
 
 def check_settings(settings: ServerSettings, input_shapes: dict[str, dict[str, tuple[int, ...]]] | None = None,
@@ -176,7 +143,7 @@ def run(kind: str, snap: Snapshot, task: TaskRef, settings: ServerSettings,
         if isinstance(res, VerifyResult) and res.compiled and not res.correct and not diags:
             diags = (wrong_result(res, snap, source),)
         return RunResult(kind, snap.revision, snap.version, diags, res, task.path, snap.text,
-                         ran_kernels(res, snap.text, task))
+                         ran_kernels(res, snap.text, task), analysis_key(settings))
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
 
@@ -200,7 +167,8 @@ def run_taskless(snap: Snapshot, settings: ServerSettings, root: str | None,
         line = _def_line(snap.text, kernels[0]) if kernels else _kernel_line(snap.text)
         diags = tuple(_relocate(from_problem(p, SIM_SOURCE, snap.path), kernel, snap, "", line)
                       for p in res.problem_list())
-        return RunResult("simulate", snap.revision, snap.version, diags, res, "", snap.text, kernels)
+        return RunResult("simulate", snap.revision, snap.version, diags, res, "", snap.text, kernels,
+                         analysis_key(settings))
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
 

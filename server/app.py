@@ -16,43 +16,33 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Generator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from lsprotocol import types as T
-from pygls.exceptions import JsonRpcInternalError
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 
 from . import transport
-from .state import ServerState
+from .publish import Publisher
+from .scheduler import Scheduler
+from .session import Session
+from .transport import one_line_error
 
 log = logging.getLogger(__name__)
 NAME = "nki-agent"
 VERSION = "0.1.0"
 
 
-MAX_ERROR_CHARS = 300
-
-
-def one_line_error(error: T.ResponseError) -> T.ResponseError:
-    """``error`` as the client sees it: one line of its message (capped), and no traceback in ``data``."""
-    lines = [ln.strip() for ln in str(error.message or "").splitlines() if ln.strip()]
-    text = lines[-1] if lines and lines[0].startswith("Traceback") else (lines[0] if lines else "")
-    if len(text) > MAX_ERROR_CHARS:
-        text = text[:MAX_ERROR_CHARS - 1] + "…"
-    if not text and error.code == JsonRpcInternalError.CODE:
-        text = "internal error (see the NKI Agent log)"
-    data = error.data
-    if isinstance(data, dict):
-        data = {k: v for k, v in data.items() if k != "traceback"} or None
-    if data is not None and "Traceback" in str(data):
-        data = None
-    return T.ResponseError(code=error.code, message=text, data=data)
-
-
 class NkiProtocol(LanguageServerProtocol):
-    """LSP protocol whose document notifications bypass pygls' workspace and whose errors are one line."""
+    """LSP protocol whose document notifications bypass pygls' workspace and whose errors are one line.
+
+    Two pygls internals are overridden because pygls has no public hook for them: ``_send_response`` (the
+    only place every error reply passes: handler exceptions become one-line errors there) and the built-in
+    didOpen/didChange/didClose methods (``lsp_method``; pygls' workspace would read unknown URIs from disk
+    and accept versions going backwards, so documents live in ``session.Session.store``). pygls is pinned
+    below its next major (pyproject.toml) so these stay what they are."""
 
     def _send_response(self, msg_id: Any, result: Any | None = None, error: T.ResponseError | None = None) -> None:
         if error is not None:
@@ -79,19 +69,22 @@ class NkiProtocol(LanguageServerProtocol):
 class NkiLanguageServer(LanguageServer):
     def __init__(self) -> None:
         super().__init__(NAME, VERSION, T.TextDocumentSyncKind.Incremental, None, protocol_cls=NkiProtocol)
-        self.state = ServerState(self)
+        static_pool = ThreadPoolExecutor(2, thread_name_prefix="nki-static")
+        self.session = Session(static_pool)
+        self.publisher = Publisher(self, self.session)
+        self.scheduler = Scheduler(self, self.session, self.publisher, static_pool)
 
     def report_server_error(self, error: Exception, source: Any) -> None:
         log.error("server error (%s): %s", getattr(source, "__name__", source), error)
-        self.state.stats.errors += 1
+        self.session.stats.errors += 1
 
     def serve_io(self) -> int:
-        self._stop_event = threading.Event()
-        return transport.start_io(self.protocol, self._stop_event)
+        self.stopped = threading.Event()
+        return transport.start_io(self.protocol, self.stopped)
 
     def serve_tcp(self, host: str, port: int) -> None:
-        self._stop_event = threading.Event()
-        transport.start_tcp(self.protocol, self._stop_event, host, port)
+        self.stopped = threading.Event()
+        transport.start_tcp(self.protocol, self.stopped, host, port)
 
 
 def build() -> NkiLanguageServer:

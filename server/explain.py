@@ -1,7 +1,4 @@
-"""Explanations of error codes (hover on a code or under a squiggle, the "Explain error" command).
-
-Uses the diagnostics catalog when it is there (``diagnostics.catalog.lookup``: title, explanation,
-fix, doc link), else the toolchain's short titles. Imported lazily: the catalog is optional.
+"""The "Explain error" command's document (the Markdown itself is ``diagnostics.views.explain``).
 
 The command's Markdown is shown as a document, never squeezed into a ``showMessage`` balloon: it is
 written to ``explain_file`` — ``<cache>/nki-agent/explain/<code>.md`` in the user's cache folder
@@ -16,35 +13,11 @@ import re
 import tempfile
 from pathlib import Path
 
-from nki_agent.toolchain.facts import errors
+from ..diagnostics.views.explain import code_at, explain
 
-CODE_RE = re.compile(r"\b(?:err_[a-z0-9_]+|sim_[a-z0-9_]+|NCC_[A-Z]{4}\d{3}|NKI\d{3})\b")
+__all__ = ["cache_dir", "code_at", "explain", "explain_file"]
+
 FILE_SAFE = re.compile(r"[A-Za-z0-9_]{1,100}")  # an error code as a file name: nothing that walks out of the folder
-
-
-def explain(code: str) -> str:
-    """Markdown explanation of ``code``."""
-    try:
-        from ..diagnostics import catalog
-
-        entry = catalog.lookup(code)
-    except Exception:  # noqa: BLE001 - catalog missing or broken: fall back to the toolchain titles
-        entry = None
-    if entry is not None:
-        parts = [f"**{entry.code}** — {entry.title}", "", entry.explanation]
-        if entry.fix:
-            parts += ["", f"**Fix:** {entry.fix}"]
-        parts += ["", f"[Documentation]({entry.doc_url})"]
-        return "\n".join(parts)
-    return f"**{code}** — {errors.title(code)}\n\n[Documentation]({errors.doc_url(code)})"
-
-
-def code_at(line: str, index: int) -> str | None:
-    """The error code written in ``line`` that covers code-point ``index``, if any."""
-    for m in CODE_RE.finditer(line):
-        if m.start() <= index <= m.end():
-            return m.group(0)
-    return None
 
 
 def cache_dir() -> Path:

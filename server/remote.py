@@ -31,7 +31,7 @@ from .tasks import TaskRef
 
 if TYPE_CHECKING:
     from ..runner.client import RemoteRunner
-    from .state import ServerState
+    from .app import NkiLanguageServer
 
 log = logging.getLogger(__name__)
 OUTAGE = "runner-outage"
@@ -50,14 +50,14 @@ def read_token(path: str) -> str | None:
 
 
 class Remote:
-    def __init__(self, state: ServerState) -> None:
-        self.state = state
+    def __init__(self, server: NkiLanguageServer) -> None:
+        self.server = server
         self._client: RemoteRunner | None = None
         self._key: tuple[str, str | None] | None = None
 
     def client(self) -> RemoteRunner | None:
         """The runner client for the current settings (None when no runner URL is set)."""
-        settings = self.state.settings
+        settings = self.server.session.settings
         if not settings.runner_url:
             return None
         token = read_token(settings.runner_token_file)
@@ -80,7 +80,8 @@ class Remote:
             return None
         from .handlers.commands import progress_token
 
-        server = self.state.server
+        server = self.server
+        session = server.session
         token = await progress_token(server)
         if token is not None:
             server.work_done_progress.begin(token, T.WorkDoneProgressBegin(
@@ -89,8 +90,8 @@ class Remote:
         stop = threading.Event()
         outcome = "done"
         try:
-            result = await loop.run_in_executor(self.state.run_pool, analysis.run, "remote", snap, task,
-                                                self.state.settings, stop, client, self.state.task_roots(snap))
+            result = await loop.run_in_executor(server.scheduler.run_pool, analysis.run, "remote", snap, task,
+                                                session.settings, stop, client, session.task_roots(snap))
         except asyncio.CancelledError:
             stop.set()
             outcome = "cancelled"
@@ -101,28 +102,26 @@ class Remote:
             return None
         except RunnerError as e:
             outcome = "runner unavailable"
-            self.state.show_once(OUTAGE, f"NKI Agent: {e} — on-save verification used the embedded simulator only; "
+            server.scheduler.show_once(OUTAGE, f"NKI Agent: {e} — on-save verification used the embedded simulator only; "
                                  "it retries on the next save.", T.MessageType.Warning)
             return None
         except Exception:
             outcome = "failed"
             log.exception("remote run failed for %s", snap.uri)
-            self.state.stats.errors += 1
+            session.stats.errors += 1
             return None
         finally:
             if token is not None:
                 server.work_done_progress.end(token, T.WorkDoneProgressEnd(message=outcome))
-        self.state.notified.discard(OUTAGE)  # the runner answers again: a later outage is reported again
-        self.state.stats.sim_runs += 1
-        if snap.uri not in self.state.docs or self.state.store.get(snap.uri) is None:
+        session.notified.discard(OUTAGE)  # the runner answers again: a later outage is reported again
+        session.stats.sim_runs += 1
+        if not session.store_run(snap.uri, result):
             return result
-        self.state.doc(snap.uri).runs["remote"] = result
-        self.state.doc(snap.uri).history.append(result)
-        if self.state.store.is_current(snap):
-            self.state.publish(snap.uri)
+        if session.store.is_current(snap):
+            server.publisher.publish(snap.uri)
         else:
-            self.state.stats.stale_dropped += 1
-        self.state.refresh_lenses()
+            session.stats.stale_dropped += 1
+        server.scheduler.refresh_views()
         return result
 
     def close(self) -> None:

@@ -34,8 +34,9 @@ from . import analysis
 from .analysis import RunResult
 
 if TYPE_CHECKING:
+    from .app import NkiLanguageServer
     from .documents import Snapshot
-    from .state import ServerState
+    from .session import Session
     from .tasks import TaskRef
 
 log = logging.getLogger(__name__)
@@ -86,19 +87,19 @@ class _Revision:
 _docs: dict[str, _Revision] = {}  # uri -> the newest revision asked about (touched on the event loop only)
 
 
-def run_of(state: ServerState, snap: Snapshot, kind: str) -> RunResult | None:
+def run_of(session: Session, snap: Snapshot, kind: str) -> RunResult | None:
     """The ``kind`` run of this very revision, if there is one."""
-    st = state.docs.get(snap.uri)
+    st = session.docs.get(snap.uri)
     run = st.runs.get(kind) if st is not None else None
     return run if run is not None and run.revision == snap.revision else None
 
 
-def matching(state: ServerState, snap: Snapshot, d: Diagnostic) -> list[tuple[str, int]]:
+def matching(session: Session, snap: Snapshot, d: Diagnostic) -> list[tuple[str, int]]:
     """(tier, index) of the run diagnostics of this revision with ``d``'s code and range: a problem both
     the static check and a run report is published once, as the static one, and keeps the run's fixes."""
     out = []
     for kind in RUN_TIERS:
-        run = run_of(state, snap, kind)
+        run = run_of(session, snap, kind)
         for k, rd in enumerate(run.diagnostics if run is not None else ()):
             if (rd.code, rd.line, rd.column, rd.end_line, rd.end_column) == \
                     (d.code, d.line, d.column, d.end_line, d.end_column):
@@ -106,28 +107,28 @@ def matching(state: ServerState, snap: Snapshot, d: Diagnostic) -> list[tuple[st
     return out
 
 
-def _rerun(state: ServerState, snap: Snapshot, run: RunResult,
+def _rerun(session: Session, task: TaskRef | None, run: RunResult,
            stop: threading.Event) -> Callable[[Snapshot], RunResult] | None:
     """How to run a fixed buffer the way ``run`` ran: against the document's task (None when it is no longer
     the task that run used), or, for a task-less run, in the same task-less order."""
-    settings = state.settings
+    settings = session.settings
     if not run.task:  # a task-less simulation (its __main__ driver, a workspace test, its shape lines)
         taskless = getattr(analysis, "run_taskless", None)
         if taskless is None or run.kind != "simulate":
             return None
-        root = state.root
+        root = session.root
         return lambda s: taskless(s, settings, root, stop)  # type: ignore[no-any-return]
-    task: TaskRef | None = state.task_of(snap)
     if task is None or task.path != run.task:
         return None
     kind = run.kind
     return lambda s: analysis.run(kind, s, task, settings, stop)
 
 
-async def run_fixes(state: ServerState, snap: Snapshot, kind: str, index: int) -> list[Fix]:
+async def run_fixes(ls: NkiLanguageServer, snap: Snapshot, kind: str, index: int) -> list[Fix]:
     """The verified fixes of diagnostic ``index`` of the ``kind`` run of ``snap``'s revision ([] when that
     run is of another revision, its task is no longer the document's, or the buffer moved on meanwhile)."""
-    run = run_of(state, snap, kind)
+    session = ls.session
+    run = run_of(session, snap, kind)
     if run is None or not 0 <= index < len(run.diagnostics):
         return []
     entry = _docs.get(snap.uri)
@@ -135,21 +136,24 @@ async def run_fixes(state: ServerState, snap: Snapshot, kind: str, index: int) -
         if entry is not None:
             entry.stop.set()  # an older revision's re-runs: nobody will be offered their fixes
         entry = _docs[snap.uri] = _Revision(snap.revision)
-    for uri in [u for u in _docs if state.store.get(u) is None]:
+    for uri in [u for u in _docs if session.store.get(u) is None]:
         _docs.pop(uri).stop.set()  # closed documents
     key = (kind, index, id(run))
     job = entry.jobs.get(key)
     if job is None:
-        rerun = _rerun(state, snap, run, entry.stop)
+        task = await session.task(snap) if run.task else None
+        rerun = _rerun(session, task, run, entry.stop)
         if rerun is None:
             return []
-        loop = asyncio.get_running_loop()
-        fut = loop.run_in_executor(state.run_pool, verified_run_fixes, run, index, snap, rerun,
-                                   state.check_settings(snap), entry.stop)
-        job = entry.jobs[key] = (run, fut)  # the entry keeps ``run`` alive, so its id stays unique
+        check = await session.check_settings_async(snap)
+        job = entry.jobs.get(key)  # another request may have started it while this one awaited
+        if job is None:
+            fut = asyncio.get_running_loop().run_in_executor(ls.scheduler.run_pool, verified_run_fixes, run, index,
+                                                             snap, rerun, check, entry.stop)
+            job = entry.jobs[key] = (run, fut)  # the entry keeps ``run`` alive, so its id stays unique
     try:
         fixes = await asyncio.shield(job[1])  # a cancelled request leaves the computation to the next one
-    except Exception:  # noqa: BLE001 - a bug of ours costs the fixes, never the code action
+    except Exception:
         log.exception("run-tier fixes failed for %s", snap.uri)
         return []
-    return fixes if state.store.is_current(snap) else []
+    return fixes if session.store.is_current(snap) else []

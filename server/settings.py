@@ -67,7 +67,8 @@ class ServerSettings(BaseModel):
     cost_hints: bool = Field(True, description="Inlay hints at loop headers with the cost model's estimate from the "
                                                "last run: the loop's share of the estimated time and what bounds "
                                                "it. Estimated, never measured.")
-    # 20 ms: a re-check after an edit costs 2-4 ms, so this only coalesces a burst of keystrokes
+    # 20 ms: a re-check after an edit costs 2-4 ms, so this only coalesces a burst of keystrokes; it applies only
+    # while the document's checks take longer than the pause between keystrokes (``scheduler.static_delay``)
     debounce_ms: int = Field(20, ge=0, le=5000, description="Delay after the last keystroke before static checks run.")
     interpreter: str = Field("", json_schema_extra=_MACHINE, description="Python interpreter that runs the language server (VS Code "
                                              "extension; empty: the Python extension's environment, else python3 "
@@ -107,6 +108,14 @@ class ServerSettings(BaseModel):
 
 
 DEFAULTS = ServerSettings.model_validate({})
+
+
+def analysis_key(settings: ServerSettings) -> tuple[str, ...]:
+    """What every result depends on: target, API generation, toolchain and runner. A result computed under
+    another key is never shown as current (``session.Session.set_settings``)."""
+    return (settings.target, settings.api_generation, settings.compiler_backend, settings.runner_url)
+
+
 MACHINE_SCOPED: frozenset[str] = frozenset(
     name for name, f in ServerSettings.model_fields.items() if f.json_schema_extra == _MACHINE)
 MACHINE_NOTE = (" Machine-scoped: taken from user settings only (a workspace's settings cannot set it, "

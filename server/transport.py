@@ -16,6 +16,10 @@ it is given, and a request whose params do not match the LSP types gets *no* res
 ``showMessage`` popup); a request (``id`` + ``method``) that cannot be structured, is too large, was
 cut short by bad framing, arrives after ``shutdown`` or has an invalid shape is answered with the
 JSON-RPC error it deserves (-32602, -32600). Frames without an id are logged and dropped.
+
+pygls is used through its public API only: ``set_writer``, ``structure_message`` and ``handle_message``. The
+transport owns the writer, so the errors it answers itself are frames it writes (``Channel.error``), and it
+sees the ``shutdown`` request go by (``Channel.shut_down``); pygls has no public call for either.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, BinaryIO, Protocol
 
+from lsprotocol import types as T
 from pygls.exceptions import (
     JsonRpcException,
     JsonRpcInternalError,
@@ -139,26 +144,72 @@ class SafeWriter:
                 self.stop.set()
 
 
-def _error(protocol: JsonRPCProtocol, msg_id: Any, exc: JsonRpcException) -> None:
-    protocol._send_response(msg_id, error=exc.to_response_error())
+MAX_ERROR_CHARS = 300  # an error reply's message, at most
+
+
+def one_line_error(error: T.ResponseError) -> T.ResponseError:
+    """``error`` as the client sees it: one line of its message (capped), and no traceback in ``data``."""
+    lines = [ln.strip() for ln in str(error.message or "").splitlines() if ln.strip()]
+    text = lines[-1] if lines and lines[0].startswith("Traceback") else (lines[0] if lines else "")
+    if len(text) > MAX_ERROR_CHARS:
+        text = text[:MAX_ERROR_CHARS - 1] + "…"
+    if not text and error.code == JsonRpcInternalError.CODE:
+        text = "internal error (see the NKI Agent log)"
+    data = error.data
+    if isinstance(data, dict):
+        data = {k: v for k, v in data.items() if k != "traceback"} or None
+    if data is not None and "Traceback" in str(data):
+        data = None
+    return T.ResponseError(code=error.code, message=text, data=data)
+
+
+class Writer(Protocol):
+    def write(self, data: bytes) -> Any: ...
+
+    def close(self) -> Any: ...
+
+
+class Channel:
+    """One client connection: pygls' protocol (handles every message that is valid), the writer both write to,
+    and what the transport itself must know (the ``shutdown`` request went by)."""
+
+    def __init__(self, protocol: JsonRPCProtocol, writer: Writer) -> None:
+        self.protocol = protocol
+        self.writer = writer
+        self.shut_down = False
+        protocol.set_writer(writer)
+
+    def error(self, msg_id: Any, exc: JsonRpcException) -> None:
+        """Answer request ``msg_id`` with ``exc`` (``one_line_error``: one line, no traceback)."""
+        err = one_line_error(exc.to_response_error())
+        payload: dict[str, Any] = {"code": err.code, "message": err.message}
+        if err.data is not None:
+            payload["data"] = err.data
+        body = json.dumps({"jsonrpc": "2.0", "id": msg_id, "error": payload}, default=str).encode()
+        self.writer.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+
+def _error(channel: Channel, msg_id: Any, exc: JsonRpcException) -> None:
+    channel.error(msg_id, exc)
 
 
 def _valid_id(v: Any) -> bool:
     return (isinstance(v, int) and not isinstance(v, bool)) or isinstance(v, str)
 
 
-def dispatch(protocol: JsonRPCProtocol, body: bytes) -> bool:
+def dispatch(channel: Channel, body: bytes) -> bool:
     """Handle one frame body; never raises. False: the body is not JSON (the framing may be off)."""
     try:
         raw = json.loads(body)
     except (ValueError, RecursionError) as exc:
         log.warning("dropped a frame that is not JSON: %s", exc)
         return False
-    _handle(protocol, raw, body)
+    _handle(channel, raw, body)
     return True
 
 
-def _handle(protocol: JsonRPCProtocol, raw: Any, body: bytes) -> None:
+def _handle(channel: Channel, raw: Any, body: bytes) -> None:
+    protocol = channel.protocol
     if not isinstance(raw, dict):
         log.warning("dropped a frame that is not a JSON object (%s)", type(raw).__name__)
         return
@@ -170,46 +221,48 @@ def _handle(protocol: JsonRPCProtocol, raw: Any, body: bytes) -> None:
         return
     if raw.get("jsonrpc") != "2.0" or ("method" in raw and not isinstance(method, str)):
         if is_request:
-            _error(protocol, msg_id, JsonRpcInvalidRequest("not a JSON-RPC 2.0 request"))
+            _error(channel, msg_id, JsonRpcInvalidRequest("not a JSON-RPC 2.0 request"))
         else:
             log.warning("dropped an invalid frame")
         return
-    if is_request and getattr(protocol, "_shutdown", False) and method != "exit":
-        _error(protocol, msg_id, JsonRpcInvalidRequest("server is shutting down"))
+    if is_request and channel.shut_down and method != "exit":
+        _error(channel, msg_id, JsonRpcInvalidRequest("server is shutting down"))
         return
     try:
         message = json.loads(body, object_hook=protocol.structure_message)
     except JsonRpcException as exc:
         if is_request:
-            _error(protocol, msg_id, exc)
+            _error(channel, msg_id, exc)
         else:
             log.warning("dropped an invalid %s notification: %s", method, exc)
         return
     except Exception as exc:  # noqa: BLE001 - cattrs may raise anything on hostile input
         if is_request:
-            _error(protocol, msg_id, JsonRpcInvalidParams(str(exc)[:200]))
+            _error(channel, msg_id, JsonRpcInvalidParams(str(exc)[:200]))
         else:
             log.warning("dropped an invalid %s notification: %s", method, exc)
         return
     if is_request and not hasattr(message, "id"):  # a notification method sent with an id
-        _error(protocol, msg_id, JsonRpcInvalidRequest(f"{method} is a notification, not a request"))
+        _error(channel, msg_id, JsonRpcInvalidRequest(f"{method} is a notification, not a request"))
         return
     try:
         protocol.handle_message(message)
     except Exception as exc:  # pygls answers handler errors itself; this is the last line of defence
         log.exception("failed to handle %s", method)
         if is_request:
-            _error(protocol, msg_id, JsonRpcInternalError(str(exc)[:200]))
+            _error(channel, msg_id, JsonRpcInternalError(str(exc)[:200]))
+    if is_request and method == "shutdown":
+        channel.shut_down = True  # what follows is refused, ``exit`` aside
 
 
-def _answer_cut(protocol: JsonRPCProtocol, prefix: bytes, reason: str) -> None:
+def _answer_cut(channel: Channel, prefix: bytes, reason: str) -> None:
     """A request whose frame was cut short by bad framing still gets its one answer (an error)."""
     try:
         raw = json.loads(prefix)
     except (ValueError, RecursionError):
         return
     if isinstance(raw, dict) and isinstance(raw.get("method"), str) and _valid_id(raw.get("id")):
-        _error(protocol, raw["id"], JsonRpcInvalidRequest(f"frame dropped: {reason}"))
+        _error(channel, raw["id"], JsonRpcInvalidRequest(f"frame dropped: {reason}"))
 
 
 class Framer:
@@ -372,16 +425,16 @@ class Framer:
         return False
 
 
-async def read_loop(reader: AsyncReader, protocol: JsonRPCProtocol, stop: threading.Event,
+async def read_loop(reader: AsyncReader, channel: Channel, stop: threading.Event,
                     max_bytes: int = MAX_MESSAGE_BYTES) -> None:
     """Read frames until EOF or ``stop``; each is handled by ``dispatch``."""
 
     def oversize(head: bytes) -> None:
         mid = _ID.search(head)
         if mid and b'"method"' in head:
-            _error(protocol, json.loads(mid.group(1)), JsonRpcInvalidRequest(f"message larger than {max_bytes} bytes"))
+            _error(channel, json.loads(mid.group(1)), JsonRpcInvalidRequest(f"message larger than {max_bytes} bytes"))
 
-    framer = Framer(lambda body: dispatch(protocol, body), lambda prefix, why: _answer_cut(protocol, prefix, why),
+    framer = Framer(lambda body: dispatch(channel, body), lambda prefix, why: _answer_cut(channel, prefix, why),
                     oversize, max_bytes)
     while not stop.is_set():
         data = await reader.read_some(_CHUNK)
@@ -394,15 +447,15 @@ async def read_loop(reader: AsyncReader, protocol: JsonRPCProtocol, stop: thread
 def start_io(protocol: JsonRPCProtocol, stop: threading.Event, stdin: BinaryIO | None = None,
              stdout: BinaryIO | None = None) -> int:
     """Serve over stdio until EOF or ``exit``; the exit code (0 after a shutdown request)."""
-    protocol.set_writer(SafeWriter(stdout or sys.stdout.buffer, stop))
+    channel = Channel(protocol, SafeWriter(stdout or sys.stdout.buffer, stop))
     reader = StdinReader(stdin or sys.stdin.buffer)
     try:
-        asyncio.run(read_loop(reader, protocol, stop))
+        asyncio.run(read_loop(reader, channel, stop))
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else 0
     except (BrokenPipeError, KeyboardInterrupt):
         return 1
-    return 0 if getattr(protocol, "_shutdown", False) else 1
+    return 0 if channel.shut_down else 1
 
 
 def start_tcp(protocol: JsonRPCProtocol, stop: threading.Event, host: str, port: int) -> None:
@@ -419,8 +472,7 @@ def start_tcp(protocol: JsonRPCProtocol, stop: threading.Event, host: str, port:
             self.w.write(data)
 
     async def conn(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-        protocol.set_writer(_Writer(w))
-        await read_loop(StreamReader(r), protocol, stop)
+        await read_loop(StreamReader(r), Channel(protocol, _Writer(w)), stop)
 
     async def main() -> None:
         server = await asyncio.start_server(conn, host, port, limit=MAX_HEADER_LINE * 8)

@@ -17,6 +17,10 @@ it: that is "rejected", not "stale" (no Rerun offered). Any other refusal is sta
 its own progress (``nki.fixKernel [{"uri": U, "progress": "client"}]``) gets ``nki/agentProgress``
 notifications (``{uri, message, dollars, tokens}``) instead of ``window/workDoneProgress``, and cancels
 with ``nki.cancelAgent [U]``.
+
+The agent's verification of its text is remembered by the text's hash before the edit goes out: when the
+buffer becomes that exact text (applied at once, or on Accept in a preview, before or after the client's
+answer), the document's verify result is the agent's and the lens says "✓ verified … by the agent".
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ from ...agent.loop import AgentConfig, AgentResult, Event, run_agent
 from ...agent.router import Router
 from ...agent.snapshot import Snapshot as AgentSnapshot
 from ...agent.trajectory import default_dir, mark_accepted
+from .. import analysis
+from ..analysis import RunResult
 from ..positions import LineIndex
 from ..tasks import SELF, TaskRef
 from .commands import FIX_KERNEL, progress_token, uri_arg
@@ -84,7 +90,7 @@ def cancel(token: str) -> bool:
 
 
 def _config(ls: Any) -> AgentConfig:
-    s = ls.state.settings
+    s = ls.session.settings
     return AgentConfig(max_turns=s.agent_max_turns, max_dollars=s.agent_max_dollars,
                        target=None if s.target == "auto" else s.target,
                        sdk_generation="new" if s.api_generation == "new" else "",
@@ -101,10 +107,10 @@ def client_progress(args: tuple[Any, ...]) -> bool:
 
 
 async def start(ls: Any, uri: str, own_progress: bool = False) -> dict[str, Any]:
-    snap = ls.state.store.get(uri)
+    snap = ls.session.store.get(uri)
     if snap is None:
         raise ValueError(f"{FIX_KERNEL} needs the URI of an open document")
-    task = ls.state.task_of(snap)
+    task = await ls.session.task(snap)
     if task is None:
         _message(ls, T.MessageType.Warning, "NKI Agent: no task found for this kernel (add `# nki-task: "
                  "path/to/task.py`, a sibling task.py, or a nkiAgent.taskMap entry); the agent verifies against it.")
@@ -114,7 +120,7 @@ async def start(ls: Any, uri: str, own_progress: bool = False) -> dict[str, Any]
                  f"(progress cancel, or the `{CANCEL_AGENT}` command).")
         return {"started": False, "reason": "already running"}
     try:
-        router = Router(make_chain(ls.state.settings.model_backend))
+        router = Router(make_chain(ls.session.settings.model_backend))
     except (SpecError, ValueError) as e:
         _message(ls, T.MessageType.Error, f"NKI Agent: nkiAgent.modelBackend: {e}")
         return {"started": False, "reason": str(e)}
@@ -155,13 +161,14 @@ async def _job(ls: Any, snap: Snapshot, task: TaskRef, router: Router, token: st
                 "uri": snap.uri, "message": progress_text(e), "dollars": e.dollars, "tokens": e.tokens})
 
     self_task = task.path == SELF
+    key = ls.session.key  # the settings the agent's verification runs under
     work = functools.partial(run_agent, AgentSnapshot(snap.uri, snap.version, snap.text), snap.path,
                              snap.path if self_task else task.path, router, _config(ls), self_task=self_task,
                              cancel=ev, on_event=report)
     result: AgentResult | None = None
     try:
         result = await loop.run_in_executor(_pool(), work)
-    except Exception as e:  # noqa: BLE001 - a bug of ours: report, keep the server up
+    except Exception as e:
         log.exception("agent run failed")
         _message(ls, T.MessageType.Error, f"NKI Agent: the agent failed: {type(e).__name__}: {e}")
     finally:
@@ -171,21 +178,36 @@ async def _job(ls: Any, snap: Snapshot, task: TaskRef, router: Router, token: st
             _by_token.pop(token, None)
             progress.end(token, T.WorkDoneProgressEnd(message=result.verdict if result else "failed"))
     if result is not None:
-        await _finish(ls, snap, task, result, own_progress)
+        await _finish(ls, snap, task, result, own_progress, key)
 
 
-async def _finish(ls: Any, snap: Snapshot, task: TaskRef, result: AgentResult, own_progress: bool = False) -> None:
+async def _remember_verification(ls: Any, snap: Snapshot, task: TaskRef, result: AgentResult,
+                                 key: tuple[Any, ...]) -> None:
+    """The agent verified ``result.final_text``: when the buffer becomes that text (the edit applied now, or
+    Accept in a client's preview later), its verify result is the agent's (``Session.adopt_agent_verification``)."""
+    res = result.verify
+    if res is None or not res.correct or not result.trusted(ls.session.settings.trust_local):
+        return
+    text = result.final_text
+    kernels = await asyncio.get_running_loop().run_in_executor(ls.session.pool, analysis.ran_kernels, res, text, task)
+    ls.session.agent_verified(snap.uri, RunResult("verify", 0, snap.version, (), res, task.path, text, kernels,
+                                                  key, by="agent"))
+
+
+async def _finish(ls: Any, snap: Snapshot, task: TaskRef, result: AgentResult, own_progress: bool = False,
+                  key: tuple[Any, ...] = ()) -> None:
     applied, stale, rejected = False, False, False
-    refused = result.edit is not None and not result.trusted(ls.state.settings.trust_local)
+    refused = result.edit is not None and not result.trusted(ls.session.settings.trust_local)
     if refused:
         _message(ls, T.MessageType.Warning, f"NKI Agent: {result.refusal()}")
         if result.trajectory:
             mark_accepted(result.trajectory, False, "editor: verified outside the sandbox, not applied", trusted=False)
     elif result.edit is not None:
-        current = ls.state.store.get(snap.uri)
+        current = ls.session.store.get(snap.uri)
         if current is None or current.version != snap.version or current.text != snap.text:
             stale = True
         else:
+            await _remember_verification(ls, snap, task, result, key)
             index = LineIndex.of(snap.text)
             (l1, c1), (l2, c2) = index.position(result.edit.start), index.position(result.edit.end)
             edit = T.TextEdit(range=T.Range(start=T.Position(line=l1, character=c1), end=T.Position(line=l2, character=c2)),
@@ -201,10 +223,14 @@ async def _finish(ls: Any, snap: Snapshot, task: TaskRef, result: AgentResult, o
             except Exception as e:  # noqa: BLE001 - the client errored: treat as not applied
                 log.warning("workspace/applyEdit failed: %s", e)
             stale = not applied and not rejected
+            now = ls.session.store.get(snap.uri)
+            if applied and now is not None and ls.session.adopt_agent_verification(now):
+                ls.publisher.publish(snap.uri)  # the client changed the text before answering
+                ls.scheduler.refresh_views()
         if result.trajectory:
             note = "editor: applied" if applied else "editor: rejected by the user" if rejected else \
                 "editor: stale, not applied"
-            mark_accepted(result.trajectory, applied, note, trusted=result.trusted(ls.state.settings.trust_local))
+            mark_accepted(result.trajectory, applied, note, trusted=result.trusted(ls.session.settings.trust_local))
     if result.diff:
         ls.window_log_message(T.LogMessageParams(type=T.MessageType.Info,
                                                  message=f"NKI Agent diff for {snap.path}:\n{result.diff}"))
@@ -239,7 +265,7 @@ def _offer_rerun(ls: Any, uri: str, result: AgentResult, own_progress: bool = Fa
         except Exception:  # noqa: BLE001 - the client cannot ask: the message was the best we could do
             return
         if choice is not None and getattr(choice, "title", None) == RERUN:
-            if ls.state.store.get(uri) is None:
+            if ls.session.store.get(uri) is None:
                 _message(ls, T.MessageType.Info, "NKI Agent: the document was closed; open it and run the fix again.")
                 return
             try:

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types as T
 
 from ...diagnostics.model import Fix
-
 from .. import analysis, run_fixes
 from ..convert import lsp_range, to_lsp_edit
 from . import fix_all
@@ -42,7 +41,7 @@ def _runs_at(ls: NkiLanguageServer, snap: Any, lines: list[str], diag: T.Diagnos
     """(tier, index) of the run diagnostics of this revision with ``diag``'s code and LSP range."""
     out = []
     for kind in run_fixes.RUN_TIERS:
-        run = run_fixes.run_of(ls.state, snap, kind)
+        run = run_fixes.run_of(ls.session, snap, kind)
         for k, md in enumerate(run.diagnostics if run is not None else ()):
             if md.code == diag.code and lsp_range(lines, md.line, md.column, md.end_line, md.end_column) == diag.range:
                 out.append((kind, k))
@@ -56,17 +55,18 @@ def register(ls: NkiLanguageServer) -> None:
         only = params.context.only
         if fix_all.source_only(only):  # on save: source.fixAll.nki, nothing else
             return await fix_all.action(ls, uri) if fix_all.requested(only) else []
-        snap = ls.state.store.get(uri)
+        snap = ls.session.store.get(uri)
         if snap is None or snap.too_large:
             return []
-        st = ls.state.doc(uri)
+        st = ls.session.doc(uri)
         result = st.static
         if result is None or result.revision != snap.revision:
-            settings = ls.state.check_settings(snap)
-            result = await asyncio.get_running_loop().run_in_executor(ls.state.static_pool, analysis.static, snap,
+            settings = await ls.session.check_settings_async(snap)
+            result = await asyncio.get_running_loop().run_in_executor(ls.scheduler.static_pool, analysis.static, snap,
                                                                       settings)
-            if not ls.state.store.is_current(snap):
+            if not ls.session.store.is_current(snap):
                 return []
+        assert result is not None
         lines = snap.text.split("\n")
         actions: list[T.CodeAction] = []
         explained: set[str] = set()
@@ -86,18 +86,18 @@ def register(ls: NkiLanguageServer) -> None:
             runs: list[tuple[str, int]] = []  # (run tier, index) of the run diagnostics this one stands for
             if isinstance(index, int) and 0 <= index < len(result.diagnostics):
                 fixes = await asyncio.get_running_loop().run_in_executor(
-                    ls.state.static_pool, analysis.fixes_for, result, snap, ls.state.check_settings(snap),
+                    ls.scheduler.static_pool, analysis.fixes_for, result, snap, await ls.session.check_settings_async(snap),
                     index)
-                runs = run_fixes.matching(ls.state, snap, result.diagnostics[index])
+                runs = run_fixes.matching(ls.session, snap, result.diagnostics[index])
             elif data.get("tier") in run_fixes.RUN_TIERS and data.get("revision") == snap.revision \
                     and isinstance(data.get("index"), int):
                 runs = [(str(data["tier"]), data["index"])]
             elif diag.source in (analysis.SIM_SOURCE, analysis.VERIFY_SOURCE):  # no data: match by code and range
                 runs = _runs_at(ls, snap, lines, diag)
             for kind, k in runs:
-                fixes += [f for f in await run_fixes.run_fixes(ls.state, snap, kind, k)
+                fixes += [f for f in await run_fixes.run_fixes(ls, snap, kind, k)
                           if f.edits not in {g.edits for g in fixes}]
-            if not ls.state.store.is_current(snap):
+            if not ls.session.store.is_current(snap):
                 return []  # the text moved while the fixes were checked: none of them is for it
             for fix in fixes:
                 edit = T.WorkspaceEdit(document_changes=[T.TextDocumentEdit(
@@ -110,7 +110,7 @@ def register(ls: NkiLanguageServer) -> None:
                 explained.add(code)
                 actions.append(T.CodeAction(title=f"Explain {code}", diagnostics=[diag],
                                             command=T.Command(title=f"Explain {code}", command=EXPLAIN, arguments=[code])))
-        if ls.state.task_of(snap) is not None:
+        if await ls.session.task(snap) is not None:
             actions.append(T.CodeAction(title="NKI: Verify now",
                                         command=T.Command(title="Verify now", command=VERIFY, arguments=[uri])))
         if any(d.source in NKI_SOURCES for d in params.context.diagnostics):

@@ -1,198 +1,42 @@
-"""textDocument/codeLens: above the kernel ``def`` that ran, the last verification and a Verify command, with
-the cost model's estimate of that kernel appended ("· ≈ 6.97 ms est. trn1", always "est.");
-with a remote runner, a second lens ("NKI runner: ...") with its verdict and latency as the runner reports
-it — the two are never merged. Both titles stay short enough to share the line (verdict, target, headline
-figure); the full text — backend, every code, what bounds the estimate, the runner's whole latency — is the
-lens command's tooltip.
-
-Only the kernels a run ran carry its lens (a file with two kernels whose task, driver or shape line runs one
-marks that one); before any run, or when it is not known which kernel ran, every kernel has it. A kernel
-with no task says plainly what saving runs or ran ("simulated via __main__", "simulated via
-test_add.py::test_add", "simulated from the shape line", "no inputs: add a shape line or a task"); a ✓ of
-such a run says whose word it is ("its checks pass — self-reported by the file": the file's own code ran in
-the worker that reported it, ``toolchain.taskless.claim``)."""
+"""textDocument/codeLens: the lenses of ``diagnostics.views.lens`` (the last verification or what a task-less
+save ran, the cost model's estimate, the runner's verdict) as LSP lenses running ``nki.verify``; the title is
+short, the full text is the command's tooltip."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from lsprotocol import types as T
 
-from ...diagnostics.cost_view import CostView
-from ...toolchain import taskless
-from nki_agent.toolchain.protocol.jobs import ProfileResult, SimulateResult, VerifyResult
+from ...diagnostics.views import lens
 from .. import analysis
 from ..positions import to_lsp
+from ..views import document_view
 from .commands import VERIFY
 
 if TYPE_CHECKING:
-    from ..analysis import RunResult
     from ..app import NkiLanguageServer
-
-
-def estimate_note(view: CostView | None) -> str:
-    """" · ≈ 6.97 ms est. trn1, TensorE-bound" ("" without an estimate; marked when the text changed since)."""
-    if view is None:
-        return ""
-    return f" · {view.estimate.summary()}" + (" (before your edits)" if view.stale else "")
-
-
-def short_note(view: CostView | None) -> str:
-    """" · ≈ 6.97 ms est. trn1" for a lens title ("" without an estimate; what bounds it is in the tooltip)."""
-    if view is None:
-        return ""
-    return f" · {view.estimate.summary().split(', ')[0]}" + (" (before your edits)" if view.stale else "")
-
-
-def codes_of(run: RunResult) -> str:
-    """The run's diagnostic codes, for a title: the first one and how many more ("failed" without any)."""
-    codes = sorted({d.code for d in run.diagnostics})
-    return (codes[0] + (f" +{len(codes) - 1}" if len(codes) > 1 else "")) if codes else "failed"
-
-
-def title(run: RunResult | None, backend: str, view: CostView | None = None, no_task: bool = False) -> str:
-    """The local lens's title, short enough to share the line with the runner's lens: the verdict, the target
-    and the headline figure; an unsandboxed run says so here. The backend, every code, what bounds the
-    estimate and the command are in ``tooltip``."""
-    note = short_note(view)
-    if run is None and no_task:
-        return "NKI: no task found"
-    if run is None:
-        return f"NKI: not verified{note} — Verify"
-    res = run.result
-    target = res.target or "?"
-    jail = " (UNSANDBOXED)" if res.sandbox == "unsandboxed" else ""
-    if isinstance(res, VerifyResult) and res.correct:
-        return f"NKI: ✓ verified on {target}{jail}, max error {res.max_abs_error:.3g}{note}"
-    if isinstance(res, VerifyResult) and res.compiled:
-        return f"NKI: ✗ wrong result on {target}{jail}, max error {res.max_abs_error:.3g}"
-    return f"NKI: ✗ {codes_of(run)}{jail}"
-
-
-def tooltip(run: RunResult | None, backend: str, view: CostView | None = None, no_task: bool = False) -> str:
-    """The local lens's tooltip: verdict (and the estimate, when ``view`` is given) then the Verify command; with
-    no task found and nothing run yet it says so plainly (saving has nothing to run against)."""
-    note = estimate_note(view)
-    if run is None and no_task:
-        return "NKI: no task found — add `# nki-task: PATH` or a task.py beside this file to simulate on save"
-    if run is None:
-        return f"NKI: not verified{note} — Verify"
-    res = run.result
-    target = res.target or "?"
-    if res.sandbox == "unsandboxed":  # namespaces unavailable: say so where the verdict is shown
-        backend += ", UNSANDBOXED"
-    if isinstance(res, VerifyResult) and res.correct:
-        return f"NKI: ✓ verified on {target} ({backend}), max error {res.max_abs_error:.3g}{note} — Verify again"
-    if isinstance(res, VerifyResult) and res.compiled:
-        return f"NKI: ✗ wrong result on {target} ({backend}), max error {res.max_abs_error:.3g}{note} — Verify again"
-    codes = ", ".join(sorted({d.code for d in run.diagnostics})) or "failed"
-    return f"NKI: ✗ {codes} ({backend}){note} — Verify again"
-
-
-def taskless_title(run: RunResult | None, backend: str, facts: taskless.Facts | None,
-                   view: CostView | None = None) -> str:
-    """The lens of a kernel with no task: what its last save ran and how that went, or (before a save) what
-    saving will run; "no inputs: ..." when there is nothing to run it with."""
-    note = estimate_note(view)
-    if run is None or not isinstance(run.result, SimulateResult) or run.result.via == "task":
-        plans = taskless.plans(facts) if facts is not None else []
-        if not plans:
-            return NO_INPUTS
-        how = "from the shape line" if plans[0].via == "shapes" else f"via {plans[0].label}"
-        return f"NKI: no task — saving simulates {how}"
-    res = run.result
-    if res.via == "none":
-        return NO_INPUTS
-    label = {"main": "__main__", "test": res.via_test or "the test"}.get(res.via, "the shape line")
-    how = "from the shape line" if res.via == "shapes" else f"via {label}"
-    if res.sandbox == "unsandboxed":
-        backend += ", UNSANDBOXED"
-    errors = ", ".join(sorted({d.code for d in run.diagnostics if d.severity == "error"}))
-    if not res.launches:
-        return f"NKI: ✗ {errors or 'nothing ran'} — {label} launched no kernel of this file ({backend}); add a shape " \
-               "line or a task"
-    if errors:
-        return f"NKI: ✗ {errors} — simulated {how} ({backend}){note}"
-    checks = facts is None or facts.main_checks
-    checked = taskless.claim(res, main_checks=checks)
-    return f"NKI: {taskless.glyph(res, checks)} simulated {how} on {res.target or '?'} ({backend}), {checked}{note}"
-
-
-NO_INPUTS = ("NKI: no inputs: add a shape line or a task — no task found; e.g. `# nki: a=(128, 512) float32` "
-             "above the kernel, or `# nki-task: PATH`")
-
-
-def remote_title(run: RunResult) -> str:
-    """The runner lens's title: "NKI runner: ✓ correct · p50 5.21 ms" (the backend and the rest of the latency
-    in ``remote_tooltip``; an unsandboxed runner says so here)."""
-    res = run.result
-    jail = " (UNSANDBOXED)" if res.sandbox == "unsandboxed" else ""
-    latency = f" · {res.latency.summary().split(' (')[0]}" if isinstance(res, ProfileResult) else ""
-    if isinstance(res, VerifyResult) and res.correct:
-        return f"NKI runner: ✓ correct{jail}{latency}"
-    if isinstance(res, VerifyResult) and res.compiled:
-        return f"NKI runner: ✗ wrong result{jail}, max error {res.max_abs_error:.3g}"
-    return f"NKI runner: ✗ {codes_of(run)}{jail}"
-
-
-def remote_tooltip(run: RunResult) -> str:
-    """The remote runner's verdict and latency: "NKI runner: ✓ correct (simulator backend) · p50 ..."."""
-    res = run.result
-    where = f"{res.backend} backend" + (", UNSANDBOXED" if res.sandbox == "unsandboxed" else "")
-    latency = f" · {res.latency.summary()}" if isinstance(res, ProfileResult) else ""
-    if isinstance(res, VerifyResult) and res.correct:
-        return f"NKI runner: ✓ correct ({where}){latency}"
-    if isinstance(res, VerifyResult) and res.compiled:
-        return f"NKI runner: ✗ wrong result ({where}), max error {res.max_abs_error:.3g}"
-    codes = ", ".join(sorted({d.code for d in run.diagnostics})) or "failed"
-    return f"NKI runner: ✗ {codes} ({where})"
-
-
-def marked(run: RunResult | None, names: list[str]) -> set[str]:
-    """The kernels that carry the lens of ``run``: those it ran, when it names any of ``names``; else all."""
-    ran = set(run.kernels) & set(names) if run is not None else set()
-    return ran or set(names)
 
 
 def register(ls: NkiLanguageServer) -> None:
     @ls.feature(T.TEXT_DOCUMENT_CODE_LENS)
     async def code_lens(ls: NkiLanguageServer, params: T.CodeLensParams) -> list[T.CodeLens]:
-        snap = ls.state.store.get(params.text_document.uri)
+        snap = ls.session.store.get(params.text_document.uri)
         if snap is None or snap.too_large:
             return []
-        facts = await ls.state.facts(snap)
-        st = ls.state.docs.get(snap.uri)
-        run = st.runs.get("verify") if st else None
-        sim = st.runs.get("simulate") if st else None
-        remote = st.runs.get("remote") if st else None
-        lines = snap.text.split("\n")
-        view = ls.state.cost_view(snap)
-        estimated = view.kernel_line([(k.name, k.line) for k in facts.kernels]) if view else None
-        backend = ls.state.settings.compiler_backend
+        view = await document_view(ls, snap)
+        task = await ls.session.task(snap)
+        found = await ls.session.taskless_facts(snap) if task is None else None
+        named: tuple[str, ...] = ()
+        if task is not None and "verify" not in view.runs and "simulate" not in view.runs:  # reads the task file
+            named = await asyncio.get_running_loop().run_in_executor(ls.session.pool, analysis.task_kernels,
+                                                                     snap.text, task)
+        lines = view.lines
         out = []
-        task = ls.state.task_of(snap)
-        no_task = task is None
-        names = [k.name for k in facts.kernels]
-        found = await ls.state.taskless_facts(snap) if no_task else None
-        if no_task and sim is not None and sim.via != "task":
-            shown = marked(sim, names) if sim.result.via != "none" else set(names)
-        elif run is None and sim is None and task is not None:  # not run yet: the kernel its task names
-            shown = set(analysis.task_kernels(snap.text, task)) & set(names) or set(names)
-        else:
-            shown = marked(run or sim, names)
-        for k in facts.kernels:
-            if k.name not in shown:
-                continue
-            pl, pc = to_lsp(lines, k.line, 1)
-            rng = T.Range(T.Position(pl, 0), T.Position(pl, pc))
-            note_view = view if k.line == estimated else None
-            if no_task and run is None:
-                text = tip = taskless_title(sim, backend, found, note_view)
-            else:
-                text, tip = title(run, backend, note_view), tooltip(run, backend, note_view)
-            out.append(T.CodeLens(range=rng, command=T.Command(title=text, command=VERIFY, arguments=[snap.uri],
-                                                               tooltip=tip if tip != text else None)))
-            if remote is not None:
-                out.append(T.CodeLens(range=rng, command=T.Command(
-                    title=remote_title(remote), command=VERIFY, arguments=[snap.uri], tooltip=remote_tooltip(remote))))
+        for item in lens.lenses(view, ls.session.settings.compiler_backend, task is not None, named, found):
+            pl, pc = to_lsp(lines, item.line, 1)
+            out.append(T.CodeLens(range=T.Range(T.Position(pl, 0), T.Position(pl, pc)), command=T.Command(
+                title=item.title, command=VERIFY, arguments=[snap.uri],
+                tooltip=item.tooltip if item.tooltip != item.title else None)))
         return out

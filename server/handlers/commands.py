@@ -19,8 +19,8 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types as T
-
 from nki_agent.toolchain.protocol.jobs import VerifyResult
+
 from ..convert import file_uri
 from ..explain import explain, explain_file
 
@@ -67,7 +67,7 @@ async def _verify_job(ls: NkiLanguageServer, snap: Snapshot, task: TaskRef, toke
         progress.begin(token, T.WorkDoneProgressBegin(title="NKI: verifying", message=snap.path, cancellable=True))
     result = None
     try:
-        result = await ls.state.run("verify", snap, task)
+        result = await ls.scheduler.run("verify", snap, task, name=f"command:{snap.uri}")
     except asyncio.CancelledError:
         ls.window_show_message(T.ShowMessageParams(type=T.MessageType.Info, message="NKI: verification cancelled"))
         return
@@ -75,7 +75,7 @@ async def _verify_job(ls: NkiLanguageServer, snap: Snapshot, task: TaskRef, toke
         if token is not None:
             progress.end(token, T.WorkDoneProgressEnd(message="done"))
             _jobs.pop(token, None)
-    ls.state.refresh_lenses()
+    ls.scheduler.refresh_views()
     if result is None:
         msg, kind = "NKI: verification failed to run (see the server log)", T.MessageType.Error
     elif result.correct:
@@ -121,18 +121,18 @@ def register(ls: NkiLanguageServer) -> None:
     @ls.command(VERIFY)
     async def verify(ls: Any, *args: Any) -> dict[str, Any]:
         uri = uri_arg(args)
-        snap = ls.state.store.get(uri) if uri else None
+        snap = ls.session.store.get(uri) if uri else None
         if snap is None:
             raise ValueError("nki.verify needs the URI of an open document")
-        task = ls.state.task_of(snap)
+        task = await ls.session.task(snap)
         if task is None:
             ls.window_show_message(T.ShowMessageParams(
                 type=T.MessageType.Warning,
                 message="NKI: no task found for this kernel (add `# nki-task: path/to/task.py`, a sibling task.py, "
                         "or a nkiAgent.taskMap entry)"))
             return {"started": False, "reason": "no task"}
-        if ls.state.settings.runner_url:  # the runner verifies (and times) it too; its result joins the lens
-            asyncio.ensure_future(ls.state.remote.run(snap, task))
+        if ls.session.settings.runner_url:  # the runner verifies (and times) it too; its result joins the lens
+            ls.scheduler.spawn(f"remote:{snap.uri}", ls.scheduler.remote.run(snap, task))
         token = await progress_token(ls)
         job = asyncio.ensure_future(_verify_job(ls, snap, task, token))
         if token is not None:

@@ -1,11 +1,14 @@
-"""didOpen / didChange / didSave / didClose: keep the store in sync and schedule the tiers.
+"""didOpen / didChange / didSave / didClose: keep the session's documents in sync and schedule the tiers.
 
 Runs on the event loop and stays fast: applying an edit is string slicing; analyses are scheduled
-(static: debounced; simulation/verification: on save) and run elsewhere.
+(static: at once, or debounced while checks are slower than typing; simulation/verification: on save)
+and run elsewhere. A change that makes the buffer a text the fix agent verified (Accept of its fix)
+gives the document the agent's verification (``Session.changed``).
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from lsprotocol import types as T
@@ -31,25 +34,30 @@ def register(ls: NkiLanguageServer) -> None:
     @ls.feature(T.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: NkiLanguageServer, params: T.DidOpenTextDocumentParams) -> None:
         d = params.text_document
-        snap = ls.state.store.open(d.uri, d.version, d.text, d.language_id)
-        ls.state.doc(d.uri).runs.clear()
-        ls.state.schedule_static(snap, 0)
+        snap = ls.session.store.open(d.uri, d.version, d.text, d.language_id)
+        ls.session.opened(snap)
+        ls.scheduler.schedule_static(snap, 0)
 
     @ls.feature(T.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: NkiLanguageServer, params: T.DidChangeTextDocumentParams) -> None:
         d = params.text_document
-        snap = ls.state.store.change(d.uri, d.version, _changes(params))
+        snap = ls.session.store.change(d.uri, d.version, _changes(params))
         if snap is not None:
-            ls.state.schedule_static(snap)
+            had = ls.session.doc(d.uri).runs.get("verify")
+            ls.session.changed(snap, asyncio.get_running_loop().time())
+            ls.scheduler.schedule_static(snap)
+            if ls.session.doc(d.uri).runs.get("verify") is not had:  # the agent's verified text
+                ls.scheduler.refresh_views()
 
     @ls.feature(T.TEXT_DOCUMENT_DID_SAVE, T.SaveOptions(include_text=False))
     def did_save(ls: NkiLanguageServer, params: T.DidSaveTextDocumentParams) -> None:
-        snap = ls.state.store.get(params.text_document.uri)
+        snap = ls.session.store.get(params.text_document.uri)
         if snap is not None:
-            ls.state.on_save(snap)
+            ls.scheduler.on_save(snap)
 
     @ls.feature(T.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: NkiLanguageServer, params: T.DidCloseTextDocumentParams) -> None:
         uri = params.text_document.uri
-        ls.state.store.close(uri)
-        ls.state.clear(uri)
+        ls.scheduler.cancel_document(uri)
+        ls.session.close(uri)
+        ls.publisher.clear(uri)

@@ -45,14 +45,14 @@ def source_only(only: Sequence[str] | None) -> bool:
 
 async def action(ls: NkiLanguageServer, uri: str) -> list[T.CodeAction]:
     """The fix-all action of ``uri``'s current version (none when nothing is fixable)."""
-    snap = ls.state.store.get(uri)
+    snap = ls.session.store.get(uri)
     if snap is None or snap.too_large:
         return []
-    settings, severity = ls.state.check_settings(snap), dict(ls.state.settings.severity)
+    settings, severity = await ls.session.check_settings_async(snap), dict(ls.session.settings.severity)
     fixed, applied = await asyncio.get_running_loop().run_in_executor(
-        ls.state.static_pool, fix_all, snap.path, snap.text,
+        ls.scheduler.static_pool, fix_all, snap.path, snap.text,
         lambda p, t: suppress.apply(check_text(p, t, settings), t, p, severity))
-    if not applied or not ls.state.store.is_current(snap):
+    if not applied or not ls.session.store.is_current(snap):
         return []
     lines = snap.text.split("\n")
     edit = T.WorkspaceEdit(document_changes=[T.TextDocumentEdit(

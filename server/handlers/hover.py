@@ -1,256 +1,32 @@
-"""textDocument/hover: tensors, kernel parameters, NKI calls and error codes.
-
-- a tensor name: shape, rank, dtype, buffer, partition usage n/128, bytes per partition and the
-  SBUF/PSUM capacity of the selected target (the last simulation's trace wins over static facts);
-- a kernel parameter: rank and shape from the task's inputs when a simulation reported them;
-- ``nl.*`` / ``nisa.*`` calls: a short signature + limits blurb (``api_table``);
-- a kernel's name: the cost model's estimate (summary, per-engine busy table, notes) and the remote
-  runner's figures, each under its own heading;
-- a loop header or any line the cost model attributes time to: "this loop: 41 % of estimated time, ..."
-  / "this line: 12 % of estimated time (...)" (``diagnostics.cost_view``: lines follow the edits made
-  since the run, edited lines have none);
-- an error code in a comment, or any position under a squiggle: the code's explanation.
-"""
+"""textDocument/hover: the Markdown of ``diagnostics.views.hover`` for the document's view at the position
+(tensors, kernel parameters, NKI calls, the cost model's figures, error codes)."""
 
 from __future__ import annotations
 
-import math
-import re
 from typing import TYPE_CHECKING
 
 from lsprotocol import types as T
 
-from ...diagnostics import api_reference as api_table
-from ...diagnostics.cost_view import CostView, estimate_markdown, line_phrase, loop_phrase
-from nki_agent.toolchain.protocol.jobs import ProfileResult, VerifyResult
-from ...toolchain.source_facts import declared_target, generation_of_modules, namespace_of
-from nki_agent.toolchain.facts.targets import get_target, resolve_target
-from ..explain import code_at, explain
-from ..facts import Facts, TensorFact, fact_at, simulation_facts
+from ...diagnostics.views import hover as view
 from ..positions import utf16_to_index
+from ..views import document_view
 
 if TYPE_CHECKING:
     from ..app import NkiLanguageServer
-    from ..documents import Snapshot
-
-_WORD = re.compile(r"[A-Za-z_][\w.]*")
-_IMPORT_AS = re.compile(r"^\s*import\s+([\w.]+)\s+as\s+(\w+)", re.MULTILINE)
-_FROM_IMPORT = re.compile(r"^\s*from\s+([\w.]+)\s+import\s+(\w+)(?:\s+as\s+(\w+))?", re.MULTILINE)
-
-DTYPE_BYTES = {"float32": 4, "tfloat32": 4, "int32": 4, "uint32": 4, "float16": 2, "bfloat16": 2, "int16": 2,
-               "uint16": 2, "int8": 1, "uint8": 1, "bool": 1, "bool_": 1, "float8_e4m3": 1, "float8_e5m2": 1,
-               "float8_e4m3fn": 1, "float8_e8m0fnu": 1, "float64": 8, "int64": 8}
-_MODULES = re.compile(r"^\s*(?:import|from)\s+([\w.]+)", re.MULTILINE)
-
-
-def generation_of_text(text: str) -> str:
-    """The API generation of a buffer from its import lines (works while the file does not parse)."""
-    return generation_of_modules(_MODULES.findall(text))
-
-
-def namespaces(text: str) -> dict[str, str]:
-    """alias -> 'nl' | 'nisa' from the file's imports (defaults: nl, nisa); read line by line, so a file
-    that does not parse while being typed still has them."""
-    out = {"nl": "nl", "nisa": "nisa"}
-    for mod, alias in _IMPORT_AS.findall(text):
-        ns = namespace_of(mod)
-        if ns in ("nl", "nisa"):
-            out[alias] = ns
-    for mod, name, alias in _FROM_IMPORT.findall(text):
-        ns = namespace_of(f"{mod}.{name}")
-        if ns in ("nl", "nisa"):
-            out[alias or name] = ns
-    return out
-
-
-def target_name(ls: NkiLanguageServer, uri: str, text: str | None = None) -> str:
-    """The target hovers show: the one the document's simulation used, else the one it would use
-    (``toolchain.targets.resolve_target``: the setting, else its task's ``TARGET``, else the file's API
-    generation's default) — the static check's target too."""
-    st = ls.state.docs.get(uri)
-    for run in (st.runs.values() if st else ()):
-        if run.kind != "remote" and run.result.target:
-            return run.result.target
-    snap = ls.state.store.get(uri)
-    if text is None:
-        text = snap.text if snap is not None else ""
-    task = ls.state.task_target(snap) if snap is not None else declared_target(text)
-    return resolve_target(ls.state.settings.target, task=task, generation=generation_of_text(text))
-
-
-def word_at(line: str, index: int) -> tuple[str, int, int] | None:
-    for m in _WORD.finditer(line):
-        if m.start() <= index <= m.end():
-            return m.group(0), m.start(), m.end()
-    return None
-
-
-def fmt_shape(shape: tuple[int | None, ...] | None) -> str:
-    if shape is None:
-        return "unknown"
-    return "(" + ", ".join("?" if d is None else str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
-
-
-def tensor_markdown(f: TensorFact, target: str) -> str:
-    t = get_target(target)
-    rows = [f"**{f.name}** — tensor ({'last simulation' if f.source == 'simulation' else 'static inference'})", "",
-            "| | |", "|---|---|",
-            f"| shape | `{fmt_shape(f.shape)}` |",
-            f"| rank | {len(f.shape) if f.shape is not None else '?'} |",
-            f"| dtype | {f.dtype or '?'} |",
-            f"| buffer | {f.buffer or '?'} |"]
-    if len(f.shapes_seen) > 1:
-        rows.append(f"| shapes seen | {', '.join(fmt_shape(s) for s in f.shapes_seen[:4])} |")
-    on_chip = f.buffer in ("sbuf", "psum")
-    if on_chip and f.shape:
-        axis = f.partition_axis if 0 <= f.partition_axis < len(f.shape) else 0
-        p = f.shape[axis]
-        where = f" (dim {axis}, nl.par_dim)" if axis else ""
-        rows.append(f"| partitions | {p if p is not None else '?'}/{t.pmax}{where} |")
-        free = f.shape[:axis] + f.shape[axis + 1:]
-        size = DTYPE_BYTES.get(f.dtype or "")
-        if size and all(d is not None for d in free):
-            per = math.prod(d for d in free if d is not None) * size
-            cap = t.sbuf_bytes_per_partition if f.buffer == "sbuf" else t.psum_bytes_per_partition
-            rows.append(f"| bytes / partition | {per:,} B of {cap:,} B ({100 * per / cap:.1f}% of "
-                        f"{(f.buffer or '').upper()} on {t.name}) |")
-    if f.source == "static" and (f.shape is None or None in f.shape):
-        rows.append("| | `?`: depends on values known only when the kernel runs (its inputs' shapes); the next "
-                    "simulation fills it in |")
-    rows.append(f"| {target} capacity | SBUF {t.sbuf_bytes_per_partition:,} B, PSUM {t.psum_bytes_per_partition:,} B "
-                "per partition |")
-    return "\n".join(rows)
-
-
-async def hover_markdown(ls: NkiLanguageServer, snap: Snapshot, line0: int, character: int) -> str | None:
-    lines = snap.text.split("\n")
-    if line0 < 0 or line0 >= len(lines):
-        return None
-    text = lines[line0].rstrip("\r")
-    index = utf16_to_index(text, character)
-    parts: list[str] = []
-    code = code_at(text, index)
-    if code:
-        parts.append(explain(code))
-    else:
-        found = word_at(text, index)
-        if found:
-            word = found[0]
-            head = word.split(".")
-            # cut the dotted word at the hovered segment: hovering `nl` in `nl.load` is still the call
-            ns = namespaces(snap.text).get(head[0])
-            if ns and len(head) >= 2:
-                md = api_table.markdown(ns, head[1], generation_of_text(snap.text), target_name(ls, snap.uri, snap.text),
-                                        attribute=head[2] if len(head) > 2 else "")
-                if md:
-                    parts.append(md)
-            else:
-                name = head[0]
-                facts = await ls.state.facts(snap)
-                md = _name_markdown(ls, snap, facts, name, line0 + 1, lines)
-                if md:
-                    parts.append(md)
-        if len(text) - len(text.lstrip()) <= index < len(text.rstrip()):  # on the line's code, not its margins
-            cost = cost_markdown(ls.state.cost_view(snap), line0 + 1)
-            if cost:
-                parts.append(cost)
-    # under a squiggle: explain its code (once per code)
-    _, diags = ls.state.current_diagnostics(snap.uri)
-    seen = {code} if code else set()
-    for _tier, _k, d in diags:
-        if d.line - 1 <= line0 <= d.end_line - 1 and d.code not in seen:
-            if d.line == d.end_line and not (d.column - 1 <= index <= d.end_column - 1):
-                continue
-            seen.add(d.code)
-            parts.append(explain(d.code))
-    return "\n\n---\n\n".join(parts) if parts else None
-
-
-STALE = "estimate of an earlier version of this file"
-
-
-def cost_markdown(view: CostView | None, line1: int) -> str | None:
-    """The estimated share of the loop headed at ``line1`` and of the line itself, if the model has them."""
-    if view is None:
-        return None
-    loop, cost = view.loop_at(line1), view.line_at(line1)
-    bits = ([loop_phrase(loop)] if loop is not None else []) + ([line_phrase(cost)] if cost is not None else [])
-    if not bits:
-        return None
-    return "\n\n".join(bits + ([f"*({STALE})*"] if view.stale else []))
-
-
-def _estimate_markdown(ls: NkiLanguageServer, snap: Snapshot, facts: Facts, kernel: str, line1: int) -> str | None:
-    view = ls.state.cost_view(snap)
-    if view is None or view.kernel_line([(k.name, k.line) for k in facts.kernels]) != line1:
-        return None
-    return estimate_markdown(view.estimate, f"**{kernel}** — cost model estimate" + (f" ({STALE})" if view.stale else ""))
-
-
-def _runner_markdown(ls: NkiLanguageServer, snap: Snapshot, kernel: str) -> str | None:
-    """The remote runner's last result for the document: verdict, backend, latency figures."""
-    st = ls.state.docs.get(snap.uri)
-    run = st.runs.get("remote") if st else None
-    if run is None or not isinstance(run.result, VerifyResult):
-        return None
-    res = run.result
-    verdict = "correct" if res.correct else ("wrong result" if res.compiled else "did not run")
-    stale = "" if run.revision == snap.revision else " (for an earlier version of this file)"
-    rows = [f"**{kernel}** — remote runner{stale}", "", "| | |", "|---|---|",
-            f"| verdict | {verdict} on {len(res.seeds)} seed(s) |", f"| runner | {res.runner} ({res.backend}) |"]
-    if isinstance(res, ProfileResult):
-        lat = res.latency
-        rows.append(f"| latency | {lat.summary()} |")
-        if lat.kind != "not measured" and lat.mean_us is not None:
-            rows.append(f"| mean ± std | {lat.mean_us:.4g} ± {lat.std_us or 0:.2g} µs |")
-        if res.speedup is not None:
-            rows.append(f"| speedup over baseline | {res.speedup:.3g}× |")
-    return "\n".join(rows)
-
-
-def _name_markdown(ls: NkiLanguageServer, snap: Snapshot, facts: Facts, name: str, line1: int,
-                   lines: list[str]) -> str | None:
-    for k in facts.kernels:
-        if k.name == name and k.line == line1:
-            found = [md for md in (_estimate_markdown(ls, snap, facts, k.name, line1), _runner_markdown(ls, snap, k.name))
-                     if md]
-            if found:
-                return "\n\n---\n\n".join(found)
-        if any(p[0] == name and p[1] <= line1 for p in k.params) and k.line <= line1:
-            shapes = ls.state.input_shapes(snap, facts).get(k.name, {})
-            shape = shapes.get(name)
-            if shape is not None:
-                return (f"**{name}** — parameter of kernel `{k.name}`\n\nrank {len(shape)}, shape `{fmt_shape(shape)}` "
-                        "(from the task's inputs in the last simulation)")
-            decl = fact_at([f for f in facts.tensors if f.line == k.line], name, line1)
-            if decl is not None and decl.shape is not None:
-                return f"**{name}** — parameter of kernel `{k.name}`\n\nrank {len(decl.shape)}, shape `{fmt_shape(decl.shape)}`"
-            if fact_at(facts.tensors, name, line1) is None:
-                return (f"**{name}** — parameter of kernel `{k.name}`\n\nshape `?`: it comes from the kernel's inputs, "
-                        "known once a simulation has run (save the file), or declare it `nt.tensor[...]`")
-    f = fact_at(known_tensors(ls, snap, facts), name, line1)
-    if f is None:
-        return None
-    return tensor_markdown(f, target_name(ls, snap.uri, snap.text))
-
-
-def known_tensors(ls: NkiLanguageServer, snap: Snapshot, facts: Facts) -> list[TensorFact]:
-    """Static facts, then the local runs' simulation facts placed on this buffer (they win where both exist)."""
-    st = ls.state.docs.get(snap.uri)
-    out = list(facts.tensors)
-    for run in (st.runs.values() if st else ()):
-        if run.kind != "remote":
-            out.extend(simulation_facts(run.trace, run.text, snap.text, facts.tensors))
-    return out
 
 
 def register(ls: NkiLanguageServer) -> None:
     @ls.feature(T.TEXT_DOCUMENT_HOVER)
     async def hover(ls: NkiLanguageServer, params: T.HoverParams) -> T.Hover | None:
-        snap = ls.state.store.get(params.text_document.uri)
+        snap = ls.session.store.get(params.text_document.uri)
         if snap is None or snap.too_large:
             return None
-        md = await hover_markdown(ls, snap, params.position.line, params.position.character)
+        lines = snap.text.split("\n")
+        line0 = params.position.line
+        if not 0 <= line0 < len(lines):
+            return None
+        index = utf16_to_index(lines[line0].rstrip("\r"), params.position.character)
+        md = view.markdown(await document_view(ls, snap, diagnostics=True), line0, index)
         if md is None:
             return None
         return T.Hover(contents=T.MarkupContent(kind=T.MarkupKind.Markdown, value=md))

@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types as T
 
+from ...diagnostics.views.facts import TensorFact
 from ...toolchain import taskless
 from ...toolchain.taskless.source import KernelDef
-from ..facts import TensorFact
 from ..positions import to_lsp
 
 if TYPE_CHECKING:
@@ -46,11 +46,11 @@ def known_inputs(k: KernelDef, tensors: Sequence[TensorFact], ran: dict[str, tup
 
 async def actions(ls: NkiLanguageServer, uri: str, params: T.CodeActionParams) -> list[T.CodeAction]:
     """One "Add input shapes" action per kernel that has nothing to run it with (none when it has a task)."""
-    snap = ls.state.store.get(uri)
-    if snap is None or snap.too_large or ls.state.task_of(snap) is not None:
+    snap = ls.session.store.get(uri)
+    if snap is None or snap.too_large or await ls.session.task(snap) is not None:
         return []
-    found = await ls.state.taskless_facts(snap)
-    if found.main_line or found.tests or not ls.state.store.is_current(snap):
+    found = await ls.session.taskless_facts(snap)
+    if found.main_line or found.tests or not ls.session.store.is_current(snap):
         return []
     lacking = [k for k in found.kernels if k.name not in found.shapes]
     first, last = params.range.start.line + 1, params.range.end.line + 1
@@ -58,8 +58,8 @@ async def actions(ls: NkiLanguageServer, uri: str, params: T.CodeActionParams) -
     chosen = touched or lacking
     if not chosen:
         return []
-    facts = await ls.state.facts(snap)
-    ran = ls.state.input_shapes(snap, facts)
+    facts = await ls.session.facts(snap)
+    ran = ls.session.input_shapes(snap, facts)
     lines = snap.text.split("\n")
     out = []
     for k in chosen:

@@ -22,11 +22,11 @@ def register(ls: NkiLanguageServer) -> None:
     @ls.feature(DOCUMENT_TEXT)
     def document_text(ls: NkiLanguageServer, params: Any) -> dict[str, Any] | None:
         uri = _get(params, "uri")
-        snap = ls.state.store.get(uri) if isinstance(uri, str) else None
+        snap = ls.session.store.get(uri) if isinstance(uri, str) else None
         if snap is None:
             return None
         return {"uri": snap.uri, "version": snap.version, "text": snap.text}
 
     @ls.feature(STATS)
     def stats(ls: NkiLanguageServer, params: Any) -> dict[str, Any]:
-        return asdict(ls.state.stats) | {"documents": len(ls.state.store.uris())}
+        return asdict(ls.session.stats) | {"documents": len(ls.session.store.uris())}

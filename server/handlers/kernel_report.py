@@ -2,7 +2,7 @@
 VS Code extension's kernel report (a webview that draws it).
 
 The model (``KernelReport``, sent as plain JSON) holds, newest run first and at most
-``state.HISTORY_RUNS`` of them: each simulation / verification / remote runner job of the document —
+``session.HISTORY_RUNS`` of them: each simulation / verification / remote runner job of the document —
 its verdict (correct / incorrect / did not compile / simulated / failed), error figures, per-seed
 figures, the problem codes, the latency a device MEASURED (a remote runner's profile) and the latency
 the cost model ESTIMATED, each in its own field, never one number for both. Also the newest estimate's
@@ -30,10 +30,11 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from nki_agent.toolchain.protocol.cost import CostEstimate
+from nki_agent.toolchain.protocol.jobs import ProfileResult, SimulateResult, VerifyResult
+
 from ...cli import timeline_svg
 from ...toolchain import api
-from nki_agent.toolchain.protocol.jobs import ProfileResult, SimulateResult, VerifyResult
-from nki_agent.toolchain.protocol.cost import CostEstimate
 from ..tasks import SELF
 
 if TYPE_CHECKING:
@@ -233,12 +234,12 @@ async def _timeline(ls: NkiLanguageServer, snap: Snapshot, task: TaskRef) -> tup
     done = _timelines.get(snap.uri)
     if done is not None and done[0] == snap.revision:
         return done
-    s = ls.state.settings
+    s = ls.session.settings
     target = None if s.target == "auto" else s.target
     try:
         svg = await asyncio.get_running_loop().run_in_executor(
-            ls.state.run_pool, estimate_timeline, snap, task, target, s.simulation_timeout)
-    except Exception:  # noqa: BLE001 - the report still shows the history
+            ls.scheduler.run_pool, estimate_timeline, snap, task, target, s.simulation_timeout)
+    except Exception:
         log.exception("kernel report: estimating the timeline of %s failed", snap.uri)
         return done
     if not svg:
@@ -260,11 +261,11 @@ def register(ls: NkiLanguageServer) -> None:
     @ls.feature(KERNEL_REPORT)
     async def kernel_report(ls: NkiLanguageServer, params: Any) -> dict[str, Any]:
         uri = _get(params, "uri")
-        snap = ls.state.store.get(uri) if isinstance(uri, str) else None
+        snap = ls.session.store.get(uri) if isinstance(uri, str) else None
         if snap is None:
             raise ValueError(f"{KERNEL_REPORT} needs the URI of an open document")
-        task = ls.state.task_of(snap)
-        st = ls.state.docs.get(snap.uri)
+        task = await ls.session.task(snap)
+        st = ls.session.docs.get(snap.uri)
         history = list(st.history) if st is not None else []
         has_timeline = any(r.result.estimate is not None and r.result.estimate.timeline for r in history)
         computed = _timelines.get(snap.uri)

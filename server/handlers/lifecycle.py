@@ -68,8 +68,8 @@ def apply(ls: NkiLanguageServer, raw: Any, announce: bool = True, launch: bool =
         _machine[id(ls)] = settings
     else:
         settings, problems = _from_workspace(ls, raw)
-    before = ls.state.settings
-    ls.state.settings = settings
+    before = ls.session.settings
+    dropped = ls.session.set_settings(settings)
     if problems:
         if announce:
             ls.window_show_message(T.ShowMessageParams(
@@ -78,10 +78,7 @@ def apply(ls: NkiLanguageServer, raw: Any, announce: bool = True, launch: bool =
         else:
             _pending_problems[id(ls)] = problems
     if announce and settings != before:
-        for uri in ls.state.store.uris():
-            snap = ls.state.store.get(uri)
-            if snap is not None:
-                ls.state.schedule_static(snap, 0)
+        ls.scheduler.settings_changed(dropped)  # re-check everything; re-run what another target's results showed
     return settings
 
 
@@ -92,7 +89,7 @@ async def _pull(ls: NkiLanguageServer) -> Any:
         return None
     try:
         items = await ls.workspace_configuration_async(T.ConfigurationParams(items=[T.ConfigurationItem(section=SECTION)]))
-    except Exception:  # noqa: BLE001 - the client could not answer: keep the current settings
+    except Exception:
         log.exception("workspace/configuration failed")
         return None
     return items[0] if items else None
@@ -102,14 +99,14 @@ def register(ls: NkiLanguageServer) -> None:
     @ls.feature(T.INITIALIZE)
     def initialize(ls: NkiLanguageServer, params: T.InitializeParams) -> None:
         if params.workspace_folders:
-            ls.state.root = uri_to_path(params.workspace_folders[0].uri)
-            ls.state.roots = [uri_to_path(f.uri) for f in params.workspace_folders if f.uri.startswith("file:")]
+            ls.session.root = uri_to_path(params.workspace_folders[0].uri)
+            ls.session.roots = [uri_to_path(f.uri) for f in params.workspace_folders if f.uri.startswith("file:")]
         elif params.root_uri:
-            ls.state.root = uri_to_path(params.root_uri)
+            ls.session.root = uri_to_path(params.root_uri)
         elif params.root_path:
-            ls.state.root = params.root_path
-        if not ls.state.roots and ls.state.root:
-            ls.state.roots = [ls.state.root]
+            ls.session.root = params.root_path
+        if not ls.session.roots and ls.session.root:
+            ls.session.roots = [ls.session.root]
         if params.initialization_options in (None, {}):
             _no_options.add(id(ls))
         apply(ls, params.initialization_options, announce=False, launch=True)
@@ -117,9 +114,9 @@ def register(ls: NkiLanguageServer) -> None:
     @ls.feature(T.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
     def folders_changed(ls: NkiLanguageServer, params: T.DidChangeWorkspaceFoldersParams) -> None:
         removed = {uri_to_path(f.uri) for f in params.event.removed}
-        roots = [r for r in ls.state.roots if r not in removed]
+        roots = [r for r in ls.session.roots if r not in removed]
         roots += [uri_to_path(f.uri) for f in params.event.added if f.uri.startswith("file:")]
-        ls.state.roots = list(dict.fromkeys(roots))
+        ls.session.roots = list(dict.fromkeys(roots))
 
     @ls.feature(T.INITIALIZED)
     async def initialized(ls: NkiLanguageServer, params: T.InitializedParams) -> None:
@@ -134,6 +131,7 @@ def register(ls: NkiLanguageServer) -> None:
             raw = await _pull(ls)
             if raw is not None:
                 apply(ls, raw)
+        ls.scheduler.mark_ready()  # the settings are known: saves that came in meanwhile run now
 
     @ls.feature(T.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def did_change_configuration(ls: NkiLanguageServer, params: T.DidChangeConfigurationParams) -> None:
@@ -159,6 +157,4 @@ def register(ls: NkiLanguageServer) -> None:
 
         agent_fix.cancel_all()
         parallel.disable()
-        for st in ls.state.docs.values():
-            if st.pending is not None:
-                st.pending.cancel()
+        ls.scheduler.cancel_all()

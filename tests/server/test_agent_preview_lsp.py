@@ -13,7 +13,16 @@ import pytest
 import pytest_lsp
 from lsprotocol import types as T
 from pytest_lsp import ClientServerConfig, LanguageClient
-from server_helpers import FIXTURES, SERVER, SERVER_ENV, document_text, open_doc, start
+from server_helpers import (
+    FIXTURES,
+    SERVER,
+    SERVER_ENV,
+    apply_lsp_edits,
+    document_text,
+    open_doc,
+    start,
+    wait_publish,
+)
 
 pytestmark = pytest.mark.asyncio
 BROKEN = (FIXTURES / "quickfix" / "bool_and.py").read_text()  # its own task; the rules backend fixes it
@@ -97,3 +106,44 @@ async def test_a_stale_preview_offers_rerun_once(preview_client: LanguageClient,
     result = ed.result.result()
     assert result["stale"] is True and result["rejected"] is False and result["applied"] is False
     assert len(ed.asked) == 1 and "changed while the agent ran" in ed.asked[0]
+
+
+@pytest.mark.parametrize("order", ["didChange before the answer", "answer before didChange"])
+async def test_accepted_fix_keeps_the_agents_verification(preview_client: LanguageClient, tmp_path: Path,
+                                                          order: str):
+    """Accept in the preview: the buffer becomes the text the agent verified, so the lens says it is verified
+    (by the agent), not "not verified" — whether the client's didChange comes before or after its answer."""
+    client = preview_client
+    edits: list[T.ApplyWorkspaceEditParams] = []
+
+    def accept(params: T.ApplyWorkspaceEditParams) -> None:
+        (change,) = params.edit.document_changes or []
+        assert isinstance(change, T.TextDocumentEdit)
+        new = apply_lsp_edits(BROKEN, [e for e in change.edits if isinstance(e, T.TextEdit)])
+        client.text_document_did_change(T.DidChangeTextDocumentParams(
+            T.VersionedTextDocumentIdentifier(uri=change.text_document.uri, version=2),
+            [T.TextDocumentContentChangeWholeDocument(text=new)]))
+
+    ed = Previewing(client, T.ApplyWorkspaceEditResult(applied=True))
+
+    def apply_edit(params: T.ApplyWorkspaceEditParams) -> T.ApplyWorkspaceEditResult:
+        edits.append(params)
+        if order == "didChange before the answer":
+            accept(params)
+        return T.ApplyWorkspaceEditResult(applied=True)
+
+    client.protocol.fm.features[T.WORKSPACE_APPLY_EDIT] = apply_edit  # Accept, as the extension answers it
+
+    uri = open_doc(client, tmp_path / "kernel.py", BROKEN)
+    res = await client.workspace_execute_command_async(T.ExecuteCommandParams(
+        "nki.fixKernel", [{"uri": uri, "progress": "client"}]))
+    assert res["started"] is True, res
+    result = await asyncio.wait_for(ed.result, timeout=120)
+    assert result["verdict"] == "verified" and result["applied"] is True, result
+    if order == "answer before didChange":
+        accept(edits[0])
+    await wait_publish(client, uri, 2)
+    lenses = await client.text_document_code_lens_async(T.CodeLensParams(T.TextDocumentIdentifier(uri)))
+    titles = [lens.command.title for lens in lenses if lens.command]
+    assert titles and all(t.startswith("NKI: ✓ verified on") and "by the agent" in t for t in titles), titles
+    assert (await document_text(client, uri))["version"] == 2

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from nki_agent.diagnostics.static import module_info, source
-from nki_agent.server import facts as facts_mod
-from nki_agent.server.facts import Facts, kernels_of, static_facts
+from nki_agent.diagnostics.views import facts as facts_mod
+from nki_agent.diagnostics.views.facts import Facts, kernels_of, static_facts
 
 ROOT = Path(__file__).resolve().parents[2]
 MULTI = ("import numpy as np\nimport neuronxcc.nki as nki\nimport neuronxcc.nki.language as nl\n\nN = 256\n\n"

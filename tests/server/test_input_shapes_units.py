@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from nki_agent.server.facts import static_facts
+from nki_agent.diagnostics.views.facts import static_facts
 from nki_agent.server.handlers.input_shapes import known_inputs
 from nki_agent.toolchain import taskless
 

@@ -17,9 +17,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..diagnostics.static import dotted_name as _dotted
 from nki_agent.toolchain.protocol.jobs import TraceEntry
-from ..toolchain.source_facts import is_kernel
+
+from ...toolchain.source_facts import is_kernel
+from ..static import dotted_name as _dotted
 
 log = logging.getLogger(__name__)
 
@@ -118,8 +119,8 @@ def _pieces_for(context: tuple[Any, ...]) -> dict[str, _Piece]:
 def _record(node: ast.FunctionDef | ast.AsyncFunctionDef, kfact: KernelFact, lines: list[str], info: Any,
             input_shapes: dict[str, dict[str, tuple[int, ...]]] | None, facts: Facts) -> bool:
     """Run the abstract interpreter over one kernel, appending its tensors and loops; False if it crashed."""
-    from ..diagnostics.static.interp import Context, Interpreter
-    from ..diagnostics.static.values import TileV, TupleV, known_int
+    from ..static.interp import Context, Interpreter
+    from ..static.values import TileV, TupleV, known_int
 
     params = {a.arg: a for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs}
 
@@ -171,7 +172,7 @@ def _record(node: ast.FunctionDef | ast.AsyncFunctionDef, kfact: KernelFact, lin
 
 def _helpers(module: ast.Module, aliases: dict[str, str], kernels: set[int]) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
     """Functions outside any kernel that call NKI (a kernel's helpers): their tiles get facts too."""
-    from ..toolchain.source_facts import namespace_of
+    from ...toolchain.source_facts import namespace_of
 
     nki_names = {local for local, qual in aliases.items() if namespace_of(qual) in ("nl", "nisa")}
     out: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
@@ -244,9 +245,9 @@ def static_facts(text: str, target: str = "trn1", input_shapes: dict[str, dict[s
     layout sees (column-0 ones, and those in classes and ``if``/``try``/``with`` blocks), nested ones too."""
     facts = Facts()
     try:
-        from ..diagnostics.static import source
-        from ..diagnostics.static.interp import Context, Interpreter  # noqa: F401 -- fail early if moved
-        from ..diagnostics.static.values import TileV, known_int  # noqa: F401
+        from ..static import source
+        from ..static.interp import Context, Interpreter  # noqa: F401 -- fail early if moved
+        from ..static.values import TileV, known_int  # noqa: F401
     except ImportError:  # the checker's internals moved: hover degrades to simulation facts
         log.exception("static facts unavailable")
         return facts
@@ -320,7 +321,7 @@ def simulation_facts(trace: Sequence[TraceEntry], run_text: str | None, text: st
     """The facts of a run's trace placed on the current buffer ``text``: lines follow the edits made since
     the run (``diagnostics.cost_view.line_map``; an edited line loses its facts), and each fact takes the
     partition axis of the static fact of the same name and line (the trace records shapes, not ``par_dim``)."""
-    from ..diagnostics.cost_view import line_map
+    from ..cost_view import line_map
 
     lines = text.split("\n")
     if run_text is not None and run_text != text:

@@ -51,6 +51,12 @@ _ROW, _COL = 1, 2  # key spaces of a storage: raw byte offsets, or (partition, b
 _PMAX = 128  # on-chip storages have at most 128 partitions: the column-major key is byte_in_row * 128 + partition
 
 
+def _rows(a: Access) -> int:
+    """Rows of the access in the simulator's storage layout (its first axis): the byte ranges are of that
+    layout, which puts block axes in front of a ``par_dim`` (``Access.partitions`` is the hardware's)."""
+    return a.shape[0] if a.shape else 1
+
+
 class _Segments:
     """Disjoint key segments of one storage: last writer and readers (lane -> instr) of each."""
 
@@ -72,10 +78,12 @@ class _Segments:
         byte range that overlaps every other block's; in (partition, byte in row) it is a rectangle, and
         a rectangle spanning the partitions is one exact range of column-major keys. The partition stride
         is inferred from the storage's first access (a contiguous-per-partition view over >= 2 partitions);
-        an access that does not decompose exactly gets all columns of the rows it touches (still sound)."""
+        an access that does not decompose exactly gets all columns of the rows it touches (still sound).
+        Rows past 128 (block axes in front of a ``par_dim`` in the simulator's layout) are blocks of 128
+        rows, each its own key range, so the tiles ``buf[i]`` of a whole-problem buffer do not overlap."""
         if not self.mode:
             self.mode, self.stride = _ROW, 0
-            p = a.partitions
+            p = _rows(a)
             if a.buffer != "hbm" and p >= 2 and a.nbytes % p == 0:
                 w = a.nbytes // p
                 span = a.hi - a.lo - w
@@ -84,15 +92,20 @@ class _Segments:
         if self.mode == _ROW:
             return a.lo, a.hi
         stride = self.stride
-        p = max(1, a.partitions)
+        p = max(1, _rows(a))
         w = a.nbytes // p
         p0, c0 = divmod(a.lo, stride)
         p_last = p0 + p - 1
         c1 = a.hi - p_last * stride
-        if a.run >= w and c0 < c1 <= stride and c1 - c0 >= w:
-            return c0 * _PMAX + p0, (c1 - 1) * _PMAX + p_last + 1
+        block = stride * _PMAX  # keys of one block of 128 rows (block axes in front of a par_dim: row >= 128)
+        if a.run >= w and c0 < c1 <= stride and c1 - c0 >= w and p0 // _PMAX == p_last // _PMAX:
+            b = p0 // _PMAX * block
+            return b + c0 * _PMAX + p0 % _PMAX, b + (c1 - 1) * _PMAX + p_last % _PMAX + 1
         r0, r1 = a.lo // stride, (a.hi - 1) // stride + 1
-        return r0, (stride - 1) * _PMAX + r1
+        b0, b1 = r0 // _PMAX, (r1 - 1) // _PMAX
+        if b0 == b1:
+            return b0 * block + r0 % _PMAX, b0 * block + (stride - 1) * _PMAX + (r1 - 1) % _PMAX + 1
+        return b0 * block, (b1 + 1) * block
 
     def span(self, lo: int, hi: int) -> tuple[int, int]:
         los = self.lo

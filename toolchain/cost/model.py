@@ -67,7 +67,7 @@ def sensitivities_of(p: Prepared, constants: Constants, peak_sbuf_bytes: int = 0
 def latency_us(p: Prepared, constants: Constants, peak_sbuf_bytes: int = 0) -> float:
     """Only the estimated latency of a prepared trace (what calibration evaluates many times)."""
     s = run(p, constants)
-    sp = spill(peak_sbuf_bytes, p.hw, constants)
+    sp = spill(peak_sbuf_bytes, p.hw, constants, p.tile_peak)
     return constants.launch_overhead_us + (s.makespan + (sp.ns if sp else 0.0)) / 1000
 
 
@@ -85,7 +85,7 @@ def estimate_prepared_data(p: Prepared, constants: Constants, *, peak_sbuf_bytes
     """``estimate_prepared`` as plain data (``estimate_data``)."""
     hw = p.hw
     s = run(p, constants)
-    sp = spill(peak_sbuf_bytes, hw, constants)
+    sp = spill(peak_sbuf_bytes, hw, constants, p.tile_peak)
     spill_ns = sp.ns if sp else 0.0
     overhead_ns = constants.launch_overhead_us * 1000
     latency_ns = overhead_ns + s.makespan + spill_ns

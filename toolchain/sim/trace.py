@@ -25,6 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 if TYPE_CHECKING:
     from .view import View
 
@@ -47,14 +49,17 @@ class Access:
     lo: int  # byte range [lo, hi) of the storage this access may touch (conservative: for dependencies)
     hi: int
     run: int  # bytes of the innermost contiguous run (a DMA descriptor row); nbytes when fully contiguous
+    par_axis: int = 0  # axis of ``shape`` that is the partition axis (``par_dim``; 0 without block axes / on HBM)
 
     @property
     def free_elements(self) -> int:
-        """Elements per partition (``N`` of the cost formulas)."""
+        """Elements per partition (``N`` of the cost formulas): every axis but the partition axis, so block
+        axes in front of a ``par_dim`` count as free (the allocator lays them out along the free axis)."""
         n = 1
-        for s in self.shape[1:]:
-            n *= s
-        return n if self.shape else 1
+        for d, s in enumerate(self.shape):
+            if d != self.par_axis:
+                n *= s
+        return n
 
 
 @dataclass(slots=True)
@@ -208,7 +213,9 @@ class Tracer:
         dname = _DTYPE_NAMES.get(dt)
         if dname is None:
             dname = _DTYPE_NAMES[dt] = str(dt.name)  # NumPy builds dtype names in Python: cache them
-        acc = Access(st.serial, kind, shape, dname, nbytes, shape[0] if shape else 1, lo, hi, min(run, nbytes) if nbytes else 0)
+        pa = view.par_axis if kind != "hbm" and 0 < view.par_axis < len(shape) else 0
+        acc = Access(st.serial, kind, shape, dname, nbytes, shape[pa] if shape else 1, lo, hi,
+                     min(run, nbytes) if nbytes else 0, pa)
         (self.writes if write else self.reads).append(acc)
 
     def _coords_extent(self, view: View, full: Any, item: int) -> tuple[int, int, int]:
@@ -222,6 +229,16 @@ class Tracer:
         if not arr.size or not coords:
             return 0, full.nbytes, item
         lo = hi = arr.__array_interface__["data"][0] - self._base(view.storage.serial, full)
+        affine = _affine_strides(coords, view.shape, arr.strides)
+        if affine is not None:  # a dense grid (nl.arange / nl.mgrid, any broadcast): priced like its slice
+            offset, strides = affine
+            lo = hi = lo + offset
+            for n, s in zip(view.shape, strides):
+                if s >= 0:
+                    hi += (n - 1) * s
+                else:
+                    lo += (n - 1) * s
+            return max(lo, 0), min(hi + item, full.nbytes), _run_of(view.shape, strides, item)
         last = len(view.shape) - 1
         run = item
         for d, (c, stride) in enumerate(zip(coords, arr.strides)):
@@ -268,11 +285,52 @@ class Tracer:
 
 def _run(arr: Any, item: int) -> int:
     """Bytes of the innermost contiguous run of a NumPy view."""
+    return _run_of(arr.shape, arr.strides, item)
+
+
+def _run_of(shape: Any, strides: Any, item: int) -> int:
+    """Bytes of the innermost contiguous run of an access of ``shape`` with byte ``strides`` per axis."""
     run = item
-    for n, s in zip(reversed(arr.shape), reversed(arr.strides)):
+    for n, s in zip(reversed(tuple(shape)), reversed(tuple(strides))):
         if n == 1:
             continue
         if s != run:
             break
         run *= n
     return run
+
+
+def _affine_strides(coords: Any, shape: tuple[int, ...], strides: Any) -> tuple[int, tuple[int, ...]] | None:
+    """The canonical form of an access by index arrays: (byte offset of its first element, byte stride per
+    axis of the access) when every coordinate is an affine function of the access's axes (``nl.arange``
+    grids, full ``nl.mgrid`` grids, ``start + stride * i`` ...), None for a gather. So ``a[i_p, i_f]`` from
+    ``nl.mgrid`` and the slice ``a[0:P, 0:F]`` have the same strides and contiguous run (issue 24: a full
+    mgrid grid used to be priced as a one-element-run, transposing DMA)."""
+    rank = len(shape)
+    offset = 0
+    out = [0] * rank
+    for c, stride in zip(coords, strides):
+        c = np.asarray(c)
+        if c.ndim > rank:
+            return None
+        if c.ndim < rank:
+            c = c.reshape((1,) * (rank - c.ndim) + c.shape)
+        if not c.size:
+            return None
+        origin = (0,) * rank
+        c0 = int(c[origin])
+        pred = np.full(c.shape, c0, dtype=np.int64)
+        for k in range(rank):
+            if c.shape[k] == 1:
+                continue
+            if c.shape[k] != shape[k]:
+                return None
+            step = int(c[origin[:k] + (1,) + origin[k + 1:]]) - c0
+            if step:
+                idx = np.arange(c.shape[k], dtype=np.int64).reshape((1,) * k + (-1,) + (1,) * (rank - k - 1))
+                pred = pred + step * idx
+            out[k] += step * int(stride)
+        if not np.array_equal(pred, c):
+            return None
+        offset += c0 * int(stride)
+    return offset, tuple(out)

@@ -114,6 +114,7 @@ def k(x):
     m, n = x.shape
     out = nl.ndarray((m, n), dtype=x.dtype, buffer=nl.shared_hbm)
     z = nl.zeros({shape}, dtype=nl.float32, buffer=nl.sbuf)
+    g = nl.mgrid[0:128, 0:512]
     nl.store(out[0:128, 0:512], value={tile})
     return out
 """
@@ -121,6 +122,7 @@ ZEROS_FORMS = {  # 32 x 128 x 512 fp32 each: 128 partitions of 16384 elements
     "flat": ("(128, 32 * 512)", "z[:, 0:512]"),
     "one_block_axis": ("(32, nl.par_dim(128), 512)", "z[0]"),
     "two_block_axes": ("(4, 8, nl.par_dim(128), 512)", "z[0, 0]"),
+    "block_axes_mgrid": ("(4, 8, nl.par_dim(128), 512)", "z[3, 7, g.p, g.x]"),
 }
 
 

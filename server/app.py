@@ -88,22 +88,27 @@ class NkiLanguageServer(LanguageServer):
 
 
 def build() -> NkiLanguageServer:
-    """A server with every handler family registered."""
+    """A server with every handler registered (one module per LSP method, a few per method family)."""
     from .handlers import (
         agent_fix,
         code_actions,
         code_lens,
         commands,
-        documents,
+        did_change,
+        did_close,
+        did_open,
+        did_save,
         hover,
         inlay_hints,
         introspection,
         kernel_report,
         lifecycle,
+        runner_token,
+        workspace_folders,
     )
 
     ls = NkiLanguageServer()
-    for module in (lifecycle, documents, hover, inlay_hints, code_actions, code_lens, commands, agent_fix,
+    for module in (lifecycle, workspace_folders, runner_token, did_open, did_change, did_save, did_close, hover, inlay_hints, code_actions, code_lens, commands, agent_fix,
                    introspection, kernel_report):
         module.register(ls)
     return ls

@@ -7,9 +7,9 @@ backend + latency), with LSP work-done progress while it runs. Its problems and 
 unreachable, refuses the token or stays busy produces ONE message per outage (never diagnostics);
 the next successful run re-arms the message. The token comes from ``runnerTokenFile`` or
 ``NKI_AGENT_RUNNER_TOKEN`` in the server's environment (which ``nki/runnerToken`` updates, so a new token
-takes effect without a restart, ``handlers/lifecycle.py``) and is never logged; it goes only to the
+takes effect without a restart, ``handlers/runner_token.py``) and is never logged; it goes only to the
 ``runnerUrl`` of the launch options (machine-scoped: a workspace's settings cannot name the URL,
-``handlers/lifecycle.py``). A job carries only files inside the workspace folders (``analysis.run``).
+``handlers/runner_token.py``). A job carries only files inside the workspace folders (``analysis.run``).
 """
 
 from __future__ import annotations

@@ -14,22 +14,19 @@ are dropped (a differing value is logged) and the launch values stay; changing o
 server (the VS Code extension does). The workspace folders are kept too: tasks and the files sent to a
 runner resolve only inside them.
 
-The runner token is a secret, never a setting: ``nki/runnerToken {"value": TOKEN}`` (a notification of the
-VS Code extension when the token in its secret storage changes; ``""``: none) sets ``NKI_AGENT_RUNNER_TOKEN``
-in the server's environment — where a restart would have put it — and the next runner job uses it
-(``remote.Remote.client``). The value is never logged.
+The runner token arrives by ``nki/runnerToken`` (``runner_token.py``); the workspace folders change by
+``workspace_folders.py``. A settings change that alters what results depend on (target, API generation,
+runner) drops the results of the old settings and re-runs what was shown (``Scheduler.settings_changed``).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types as T
 
 from ...diagnostics.static import parallel
-from ...runner.config import TOKEN_ENV
 from ..documents import uri_to_path
 from ..settings import DEFAULTS, MACHINE_SCOPED, SECTION, ServerSettings, parse, split_machine, with_machine
 
@@ -37,7 +34,6 @@ if TYPE_CHECKING:
     from ..app import NkiLanguageServer
 
 log = logging.getLogger(__name__)
-RUNNER_TOKEN = "nki/runnerToken"
 _pending_problems: dict[int, list[str]] = {}
 _no_options: set[int] = set()  # servers whose client sent no initializationOptions: pull at initialized
 _machine: dict[int, ServerSettings] = {}  # server -> the machine-scoped values of its initializationOptions
@@ -111,13 +107,6 @@ def register(ls: NkiLanguageServer) -> None:
             _no_options.add(id(ls))
         apply(ls, params.initialization_options, announce=False, launch=True)
 
-    @ls.feature(T.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
-    def folders_changed(ls: NkiLanguageServer, params: T.DidChangeWorkspaceFoldersParams) -> None:
-        removed = {uri_to_path(f.uri) for f in params.event.removed}
-        roots = [r for r in ls.session.roots if r not in removed]
-        roots += [uri_to_path(f.uri) for f in params.event.added if f.uri.startswith("file:")]
-        ls.session.roots = list(dict.fromkeys(roots))
-
     @ls.feature(T.INITIALIZED)
     async def initialized(ls: NkiLanguageServer, params: T.InitializedParams) -> None:
         parallel.enable()  # the helper process for cold checks of large files starts in the background
@@ -141,15 +130,6 @@ def register(ls: NkiLanguageServer) -> None:
             if raw is None:
                 return
         apply(ls, raw)
-
-    @ls.feature(RUNNER_TOKEN)
-    def runner_token(ls: NkiLanguageServer, params: Any) -> None:
-        value = params.get("value") if isinstance(params, dict) else getattr(params, "value", None)
-        if isinstance(value, str) and value.strip():
-            os.environ[TOKEN_ENV] = value.strip()
-        else:
-            os.environ.pop(TOKEN_ENV, None)
-        log.info("%s %s by the client", TOKEN_ENV, "set" if TOKEN_ENV in os.environ else "removed")
 
     @ls.feature(T.SHUTDOWN)
     def shutdown(ls: NkiLanguageServer, params: Any) -> None:

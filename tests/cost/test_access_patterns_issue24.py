@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from nki_agent.toolchain.cost import estimate
-from nki_agent.toolchain.cost.dma import tile_live_peak
+from nki_agent.toolchain.cost.deps import tile_live_peak
 from nki_agent.toolchain.cost.hardware import hardware_for
 from nki_agent.toolchain.judging.simulate import simulate_files
 
@@ -180,11 +180,42 @@ def k(x):
 """
 
 
+WHOLE_COLUMNS = """@nki.jit
+def k(x):
+    n, f = x.shape
+    P = 128
+    T = n // P
+    out = nl.ndarray((n, f), dtype=x.dtype, buffer=nl.shared_hbm)
+    xs = nl.ndarray((P, T * f), dtype=x.dtype, buffer=nl.sbuf)
+    ys = nl.ndarray((P, T * f), dtype=x.dtype, buffer=nl.sbuf)
+    for i in nl.affine_range(T):
+        xs[:, i * f:(i + 1) * f] = nl.load(x[i * P:(i + 1) * P, :])
+        ys[:, i * f:(i + 1) * f] = nl.exp(xs[:, i * f:(i + 1) * f])
+        nl.store(out[i * P:(i + 1) * P, :], value=ys[:, i * f:(i + 1) * f])
+    return out
+"""
+HALVES_TWO_LOOPS = """@nki.jit
+def k(x):
+    n, f = x.shape
+    P = 128
+    h = f // 2
+    out = nl.ndarray((n, f), dtype=x.dtype, buffer=nl.shared_hbm)
+    xs = nl.ndarray((n // P, nl.par_dim(P), f), dtype=x.dtype, buffer=nl.sbuf)
+    for i in nl.affine_range(n // P):
+        xs[i] = nl.load(x[i * P:(i + 1) * P, :])
+    for i in nl.affine_range(n // P):
+        for j in nl.affine_range(2):
+            nl.store(out[i * P:(i + 1) * P, j * h:(j + 1) * h], value=nl.exp(xs[i, :, j * h:(j + 1) * h]))
+    return out
+"""
+
+
 @pytest.fixture(scope="module")
 def spills(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     tmp = tmp_path_factory.mktemp("spill")
     return {name: _run(tmp, name, body, SPILL_SHAPE)
-            for name, body in (("per_tile", PER_TILE), ("whole_buffer", WHOLE_BUFFER), ("two_loops", TWO_LOOPS))}
+            for name, body in (("per_tile", PER_TILE), ("whole_buffer", WHOLE_BUFFER), ("two_loops", TWO_LOOPS),
+                               ("halves_two_loops", HALVES_TWO_LOOPS))}
 
 
 def test_loop_indexed_whole_problem_buffer_is_not_charged_spill(spills: dict[str, dict[str, Any]]) -> None:
@@ -198,8 +229,20 @@ def test_loop_indexed_whole_problem_buffer_is_not_charged_spill(spills: dict[str
     assert est["latency_us"] == pytest.approx(tile["estimate"]["latency_us"], rel=0.05)
 
 
-def test_tiles_live_across_loops_still_spill(spills: dict[str, dict[str, Any]]) -> None:
-    two = spills["two_loops"]
+def test_column_blocks_of_a_partition_major_buffer_are_tiles(tmp_path: Path) -> None:
+    """``xs[:, i*f:(i+1)*f]`` of a (128, T*f) buffer: each column block is a tile of its own."""
+    shape = (32 * 128, 1024)  # two 16 MiB buffers
+    whole = _run(tmp_path, "whole_columns", WHOLE_COLUMNS, shape)
+    tile = _run(tmp_path, "per_tile_cols", PER_TILE, shape)
+    assert whole["peak"] > hardware_for("trn1").sbuf_bytes >= tile_live_peak(whole["trace"].instrs)
+    assert any("may spill" in n for n in whole["estimate"]["notes"])
+    assert whole["estimate"]["latency_us"] == pytest.approx(tile["estimate"]["latency_us"], rel=0.05)
+
+
+@pytest.mark.parametrize("name", ["two_loops", "halves_two_loops"])
+def test_tiles_live_across_loops_still_spill(spills: dict[str, dict[str, Any]], name: str) -> None:
+    """Written whole in one loop, read (whole or in halves) in a later one: all tiles live in between."""
+    two = spills[name]
     sbuf = hardware_for("trn1").sbuf_bytes
     assert tile_live_peak(two["trace"].instrs) > sbuf
     assert any("SBUF over capacity" in n for n in two["estimate"]["notes"])

@@ -28,7 +28,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..sim.trace import Access, Trace
+from ..sim.trace import Access, Instr, Trace
 
 
 @dataclass
@@ -172,6 +172,70 @@ class _Segments:
         self.hi[i0:i1] = [o[1] for o in out]
         self.w[i0:i1] = [o[2] for o in out]
         self.r[i0:i1] = [o[3] for o in out]
+
+
+def tile_live_peak(instrs: Sequence[Instr]) -> int:
+    """Peak live SBUF bytes of a trace the way the allocator sees a buffer: region by region. The regions
+    of a storage are the unions of its accesses that overlap in the dependency key space (``_Segments.key``:
+    a tile of a whole-problem buffer, a column block of a 128-partition tile); a region is live from its
+    first access to its last, with its bytes (at most its key extent), and a storage never counts more
+    than its extent. So a whole-problem buffer indexed by a loop variable (``buf[i]`` written and read in
+    iteration ``i``) is live one tile at a time, while tiles written in one loop and read in a later one
+    are all live in between (issue 24: a program-order peak charges the whole buffer for the whole launch)."""
+    segs: dict[int, _Segments] = {}
+    regions: dict[int, dict[tuple[int, int], list[int]]] = {}
+    extent: dict[int, int] = {}
+    for i, ins in enumerate(instrs):
+        for accesses in (ins.reads, ins.writes):
+            for a in accesses:
+                if a.buffer != "sbuf" or a.nbytes <= 0:
+                    continue
+                sg = segs.get(a.storage)
+                if sg is None:
+                    sg = segs[a.storage] = _Segments()
+                    regions[a.storage] = {}
+                k = sg.key(a)
+                iv = regions[a.storage].get(k)
+                if iv is None:
+                    regions[a.storage][k] = [i, i, a.nbytes]
+                else:
+                    iv[1] = i
+                    if a.nbytes > iv[2]:
+                        iv[2] = a.nbytes
+                if a.hi > extent.get(a.storage, 0):
+                    extent[a.storage] = a.hi
+    deltas: dict[int, int] = {}
+    for st, keyed in regions.items():
+        ev: list[tuple[int, int]] = []
+        glo = ghi = -1
+        first = last = total = 0
+        for (klo, khi), (f, la, nb) in sorted(keyed.items()):
+            if glo >= 0 and klo < ghi:  # overlaps the open region: merge
+                ghi, first, last, total = max(ghi, khi), min(first, f), max(last, la), total + nb
+                continue
+            if glo >= 0:
+                ev += [(first, min(total, ghi - glo)), (last + 1, -min(total, ghi - glo))]
+            glo, ghi, first, last, total = klo, khi, f, la, nb
+        if glo >= 0:
+            ev += [(first, min(total, ghi - glo)), (last + 1, -min(total, ghi - glo))]
+        ev.sort()
+        cap = extent.get(st, 0)
+        cur = shown = 0
+        j = 0
+        while j < len(ev):  # the storage's live bytes, capped at its extent, as deltas
+            t = ev[j][0]
+            while j < len(ev) and ev[j][0] == t:
+                cur += ev[j][1]
+                j += 1
+            capped = min(cur, cap)
+            if capped != shown:
+                deltas[t] = deltas.get(t, 0) + capped - shown
+                shown = capped
+    peak = cur = 0
+    for t in sorted(deltas):
+        cur += deltas[t]
+        peak = max(peak, cur)
+    return peak
 
 
 class _Seq:

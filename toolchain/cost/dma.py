@@ -17,7 +17,7 @@ Model (nki-language.md §5 "Hardware numbers", "Engines" and "Other overheads"; 
   (each transfer at most at its own rate). The scheduler (``schedule.py``) puts transfers round-robin on the queues (FIFO each).
 * SBUF spills: live SBUF beyond capacity is modelled as ``spill_factor`` x excess bytes of extra
   DMA traffic at full efficiency (``spill``), serial with the kernel. Live means live tile by tile
-  (``tile_live_peak``), as the allocator sees a loop-indexed buffer; over capacity only by whole
+  (``deps.tile_live_peak``), as the allocator sees a loop-indexed buffer; over capacity only by whole
   buffers is a zero-time "may spill" note.
 
 Imports only the trace format and ``hardware``.
@@ -26,7 +26,6 @@ Imports only the trace format and ``hardware``.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..sim.trace import Access, Instr
@@ -195,61 +194,10 @@ class Spill:
     note: str
 
 
-def tile_live_peak(instrs: Sequence[Instr]) -> int:
-    """Peak live SBUF bytes of a trace the way the allocator sees a buffer: tile by tile. Each distinct
-    region of a storage that the kernel accesses (its byte range) is live from its first access to its
-    last, with the bytes of its largest access; a storage never counts more than its extent. So a
-    whole-problem buffer indexed by a loop variable (``buf[i]`` written and read in iteration ``i``) is
-    live one tile at a time, while tiles written in one loop and read in a later one are all live in
-    between (issue 24: a program-order peak charges the whole buffer for the whole launch)."""
-    tiles: dict[tuple[int, int, int], list[int]] = {}
-    extent: dict[int, int] = {}
-    for i, ins in enumerate(instrs):
-        for accesses in (ins.reads, ins.writes):
-            for a in accesses:
-                if a.buffer != "sbuf" or a.nbytes <= 0:
-                    continue
-                key = (a.storage, a.lo, a.hi)
-                iv = tiles.get(key)
-                if iv is None:
-                    tiles[key] = [i, i, a.nbytes]
-                else:
-                    iv[1] = i
-                    if a.nbytes > iv[2]:
-                        iv[2] = a.nbytes
-                if a.hi > extent.get(a.storage, 0):
-                    extent[a.storage] = a.hi
-    by_storage: dict[int, list[tuple[int, int]]] = {}
-    for (st, _, _), (first, last, nbytes) in tiles.items():
-        ev = by_storage.setdefault(st, [])
-        ev.append((first, nbytes))
-        ev.append((last + 1, -nbytes))
-    deltas: dict[int, int] = {}
-    for st, ev in by_storage.items():  # each storage's live bytes, capped at its extent, as deltas
-        ev.sort()
-        cap = extent.get(st, 0)
-        cur = shown = 0
-        k = 0
-        while k < len(ev):
-            t = ev[k][0]
-            while k < len(ev) and ev[k][0] == t:
-                cur += ev[k][1]
-                k += 1
-            capped = min(cur, cap)
-            if capped != shown:
-                deltas[t] = deltas.get(t, 0) + capped - shown
-                shown = capped
-    peak = cur = 0
-    for t in sorted(deltas):
-        cur += deltas[t]
-        peak = max(peak, cur)
-    return peak
-
-
 def spill(peak_sbuf_bytes: int, hw: Hardware, consts: Constants, tile_peak: int | None = None) -> Spill | None:
     """The spill traffic of a launch whose live SBUF peaked at ``peak_sbuf_bytes`` (None: it fits).
 
-    ``tile_peak``: the trace's tile-by-tile liveness (``tile_live_peak``); when given, only the excess
+    ``tile_peak``: the trace's tile-by-tile liveness (``deps.tile_live_peak``); when given, only the excess
     both measures agree on is charged, and a launch over capacity by the simulator's whole-storage
     liveness but not by the tiles gets a zero-time "may spill" note."""
     if tile_peak is not None and peak_sbuf_bytes > hw.sbuf_bytes >= tile_peak:

@@ -44,7 +44,7 @@ from ..sim.trace import Instr, Trace
 from nki_agent.toolchain.facts.targets import get_target
 from . import deps as D
 from . import engines as E
-from .dma import DmaShape, FluidPool, own_rate, tile_live_peak, units
+from .dma import DmaShape, FluidPool, own_rate, units
 from .hardware import SBUF_ACCESS_CYCLES, Constants, Hardware
 from .instr_cost import InstrCost, cost
 
@@ -69,7 +69,7 @@ class Prepared:
     lane_order: list[list[int]]  # instructions of each lane in program order
     unknown: dict[str, int] = field(default_factory=dict)  # unmodelled APIs -> count
     folded: int = 0  # PSUM zeroings folded into matmuls
-    tile_peak: int | None = None  # peak live SBUF tile by tile (dma.tile_live_peak); None: not computed
+    tile_peak: int | None = None  # peak live SBUF tile by tile (deps.tile_live_peak); None: not computed
 
     @property
     def n(self) -> int:
@@ -173,7 +173,7 @@ def prepare(trace: Trace, hw: Hardware) -> Prepared:
         if lane >= 0:
             order[lane].append(i)
     return Prepared(hw, trace, lanes, kinds, cycles, costs, ls_cycles, dma, ports, dep, D.links(dep, len(lanes)),
-                    order, unknown, folded, tile_live_peak(instrs))
+                    order, unknown, folded, D.tile_live_peak(instrs))
 
 
 def run(p: Prepared, consts: Constants) -> Schedule:

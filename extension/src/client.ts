@@ -5,9 +5,11 @@
 // only: machineSettings.ts), and the server's notifications.
 import * as vscode from 'vscode';
 import {
-  CancellationToken, CloseAction, ErrorAction, ExecuteCommandRequest, LanguageClient, LanguageClientOptions, ServerOptions, Trace,
-  TransportKind,
+  CancellationToken, CloseAction, Disposable, ErrorAction, ExecuteCommandRequest, InlayHintRequest, LanguageClient, LanguageClientOptions,
+  NotificationHandler as LspNotificationHandler, ProgressType, ServerOptions, Trace, TransportKind,
 } from 'vscode-languageclient/node';
+import { configuredKinds, filterHints } from './inlayKinds';
+import { ServerProgress } from './serverProgress';
 import { SECTION } from './ids';
 import { Inspector, serverSettings } from './machineSettings';
 import * as readline from 'readline';
@@ -19,8 +21,17 @@ import { ConnectionFactory, ServerConnection } from './session';
  *  The agent's fix (the applyEdit labelled "NKI Agent: fix kernel") goes to the diff preview through the
  *  `workspace.handleApplyEdit` middleware (fixPreview.ts); every other edit is applied as usual. */
 class QuietLanguageClient extends LanguageClient {
+  /** Told every $/progress value of the server's work-done progress (the status bar's spinner). */
+  progressTap: ServerProgress | undefined;
+
   override error(message: string, data?: unknown, _showNotification?: boolean | 'force'): void {
     super.error(message, data, false);
+  }
+
+  /** The client's own progress UI (ProgressPart) listens here per token; the tap listens too. */
+  override onProgress<P>(type: ProgressType<P>, token: string | number, handler: LspNotificationHandler<P>): Disposable {
+    const tap = this.progressTap;
+    return super.onProgress(type, token, tap === undefined ? handler : tap.tap(token, handler));
   }
 }
 
@@ -45,7 +56,7 @@ export type NotificationHandler = (method: string, params: unknown) => void;
 export type ApplyEditHandler = (params: unknown) => Promise<ApplyResult> | undefined;
 
 export function connectionFactory(channel: vscode.LogOutputChannel, onNotification: NotificationHandler,
-  notifications: readonly string[], onApplyEdit: ApplyEditHandler = () => undefined): ConnectionFactory {
+  notifications: readonly string[], onApplyEdit: ApplyEditHandler = () => undefined, progress?: ServerProgress): ConnectionFactory {
   return (spec, hooks) => {
     const serverOptions: ServerOptions = {
       command: spec.command,
@@ -65,6 +76,8 @@ export function connectionFactory(channel: vscode.LogOutputChannel, onNotificati
         workspace: {
           handleApplyEdit: async (params, next) => (await onApplyEdit(params)) ?? next(params, CancellationToken.None),
         },
+        // the per-kind toggles (`nkiAgent.inlayHints.<kind>`, inlayKinds.ts), read at each request
+        provideInlayHints: async (document, viewPort, token, next) => filterHints(await next(document, viewPort, token), configuredKinds()),
       },
       stdioOptions: {
         stdout: () => undefined, // stdio transport: stdout is the LSP stream
@@ -87,6 +100,7 @@ export function connectionFactory(channel: vscode.LogOutputChannel, onNotificati
       },
     };
     const client = new QuietLanguageClient('nkiAgent', 'NKI Agent', serverOptions, clientOptions);
+    client.progressTap = progress;
     for (const method of notifications) {
       client.onNotification(method, (params: unknown) => onNotification(method, params));
     }
@@ -102,6 +116,17 @@ export function connectionFactory(channel: vscode.LogOutputChannel, onNotificati
       sendNotification: (method, params) => client.sendNotification(method, params),
       setLogLevel: (level) => {
         void client.setTrace(TRACE[traceFor(level)]);
+      },
+      refreshInlayHints: () => {
+        const feature = client.getFeature(InlayHintRequest.method);
+        const fired = new Set<unknown>();
+        for (const doc of vscode.workspace.textDocuments) {
+          const p = feature?.getProvider(doc);
+          if (p !== undefined && !fired.has(p.onDidChangeInlayHints)) {
+            fired.add(p.onDidChangeInlayHints);
+            p.onDidChangeInlayHints.fire();
+          }
+        }
       },
     };
     return conn;

@@ -1,7 +1,9 @@
 // Activation: wires the modules together — log channel, secrets, status bar, interpreter sources,
 // the server session and its UI, commands, and the events that restart the server (interpreter
 // setting, Python extension environment, a secret other than the runner token, any machine-scoped setting) or refresh the status bar
-// (target, runner URL). Machine-scoped settings are read at user level only (machineSettings.ts).
+// (target, runner URL), the server's work-done progress (the status bar's spinner), the per-kind inlay
+// toggles (a change refreshes the hints), and the kernel report's source documents closing and opening.
+// Machine-scoped settings are read at user level only (machineSettings.ts).
 import * as fs from 'fs';
 import * as vscode from 'vscode';
 import { AgentProgressParams, AgentResultParams, AgentRuns } from './agentRuns';
@@ -26,8 +28,20 @@ import { Secrets } from './secrets';
 import { CrashChoice, Session } from './session';
 import { ACTIONS, SetupAction } from './setup';
 import { StatusBar, statusView } from './statusBar';
+import { ServerProgress } from './serverProgress';
+import { inlayTogglesChanged } from './inlayKinds';
 
 const RECENT_RUNNERS = 'nkiAgent.recentRunners';
+
+/** Is `uri` open for the user: a live document the server has, shown in a tab (text or diff)? */
+function sourceOpen(uri: string): boolean {
+  const inTab = vscode.window.tabGroups.all.some((g) => g.tabs.some((t) => {
+    const input = t.input;
+    return (input instanceof vscode.TabInputText && input.uri.toString() === uri) ||
+      (input instanceof vscode.TabInputTextDiff && (input.original.toString() === uri || input.modified.toString() === uri));
+  }));
+  return inTab && vscode.workspace.textDocuments.some((d) => !d.isClosed && d.uri.toString() === uri);
+}
 let session: Session | undefined;
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
@@ -58,8 +72,13 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     const conn = session?.connection;
     return conn === undefined ? `the language server is not running (${session?.state ?? 'starting'})`
       : await conn.sendRequest(SERVER_REQUESTS.kernelReport, { uri, timeline }) as KernelReport;
-  });
-  context.subscriptions.push(agentRuns, reports,
+  }, sourceOpen);
+  const progress = new ServerProgress();
+  context.subscriptions.push(agentRuns, reports, progress,
+    // a source tab replaced (a preview tab) or closed: VS Code may close the document much later
+    vscode.window.tabGroups.onDidChangeTabs(() => void reports.reconcile()),
+    vscode.workspace.onDidCloseTextDocument(() => void reports.reconcile()),
+    vscode.workspace.onDidOpenTextDocument(() => void reports.reconcile()),
     vscode.workspace.registerTextDocumentContentProvider(PREVIEW_SCHEME, content),
     vscode.window.tabGroups.onDidChangeTabs((e) => {
       if (e.closed.some(previewVs.isPreviewDiff)) {
@@ -80,10 +99,13 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     if (session !== undefined && session.state !== 'running' && session.state !== 'starting') {
       agentRuns.endAll(); // no result will come from a stopped server
     }
+    if (session !== undefined && session.state !== 'running') {
+      progress.clear(); // restarting, crashed or stopped: no `end` will come for what it began
+    }
     status.show(statusView(vscode.workspace.getConfiguration(SECTION).get<string>('target') ?? 'auto', runner,
-      session?.state ?? 'starting', agentRuns.spend));
+      session?.state ?? 'starting', agentRuns.spend, progress.active));
   };
-  context.subscriptions.push(agentRuns.onDidChangeSpend(() => render()));
+  context.subscriptions.push(agentRuns.onDidChangeSpend(() => render()), progress.onDidChange(() => render()));
   const showLog = () => channel.show(true);
   const pickStore = {
     get: (k: string) => context.workspaceState.get<string>(k),
@@ -137,7 +159,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     connect: connectionFactory(channel, onNotification, Object.values(SERVER_NOTIFICATIONS), (params) => {
       const fix = agentFixEdit(params);
       return fix === undefined ? undefined : preview.handle(fix);
-    }),
+    }, progress),
     discover: () => discoverInterpreter(sources),
     probe: (py) => probeInterpreter(py, { cwd, env: process.env }),
     secrets: () => secrets.all(),
@@ -210,6 +232,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       }
       if (e.affectsConfiguration(`${SECTION}.target`)) {
         render();
+      }
+      if (inlayTogglesChanged((k) => e.affectsConfiguration(k))) {
+        s.connection?.refreshInlayHints?.(); // the middleware reads the toggles at each request
       }
     }),
     secrets.onDidChange((kind) => void s.secretChanged(kind)), // the runner token goes live; other secrets restart

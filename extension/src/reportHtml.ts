@@ -58,7 +58,7 @@ body { font-family: var(--vscode-font-family, sans-serif); font-size: 13px; colo
 h1 { font-size: 18px; } h2 { font-size: 15px; margin-top: 24px; }
 table { border-collapse: collapse; margin: 6px 0; } td, th { border: 1px solid rgba(128,128,128,.35); padding: 3px 8px; text-align: left; }
 th { font-weight: 600; } .ok { color: #2d8a2d; font-weight: 600; } .bad { color: #c0392b; font-weight: 600; }
-.muted { opacity: .75; } .measured { color: #1f77b4; } .estimated { color: #d2691e; }
+.muted { opacity: .75; } .notice { border-left: 3px solid #d2691e; padding-left: 6px; } .measured { color: #1f77b4; } .estimated { color: #d2691e; }
 img.timeline { max-width: 100%; background: #fff; border: 1px solid rgba(128,128,128,.35); }
 code { font-family: var(--vscode-editor-font-family, monospace); }
 ${Array.from({ length: 11 }, (_, i) => `.heat${i} { background: rgba(192,57,43,${(0.06 + 0.094 * i).toFixed(2)}); }`).join('\n')}`;
@@ -234,7 +234,13 @@ export function mismatchSection(report: KernelReport): string {
 }
 
 /** The whole page. */
-export function renderReport(report: KernelReport, nonce: string): string {
+/** A line above the history: an error (`bad`) or a state of the page (the source is closed...). */
+export interface ReportNotice {
+  text: string;
+  bad?: boolean;
+}
+
+export function renderReport(report: KernelReport, nonce: string, notice?: ReportNotice): string {
   const verifications = report.runs.filter((r) => r.kind !== 'simulate').length;
   return `<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">` +
     `<meta http-equiv="Content-Security-Policy" content="${escapeHtml(csp(nonce))}">` +
@@ -243,6 +249,7 @@ export function renderReport(report: KernelReport, nonce: string): string {
     `<h1>Kernel report: ${escapeHtml(report.path.split('/').pop() ?? report.path)}</h1>` +
     `<p class="muted">${escapeHtml(report.path)} · version ${escapeHtml(report.version)} · ` +
     `task ${report.task ? escapeHtml(report.task) : 'none'} · ${report.runs.length} run(s), ${verifications} verification(s) since the file was opened</p>` +
+    (notice ? `<p class="${notice.bad ? 'bad' : 'notice'}">${escapeHtml(notice.text)}</p>` : '') +
     `<h2>Verification history</h2>${historyTable(report.runs)}` +
     `<h2>Latency history</h2>${latencyChart(report.runs)}` +
     `<h2>Engine timeline (cost model)</h2>${timelineSection(report)}` +

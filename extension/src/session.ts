@@ -32,6 +32,8 @@ export interface ServerConnection {
   /** A notification to the server (e.g. nki/runnerToken). */
   sendNotification(method: string, params: unknown): Promise<void>;
   setLogLevel(level: vscode.LogLevel): void;
+  /** Asks the editor for the inlay hints again (a toggle changed); optional in fakes. */
+  refreshInlayHints?(): void;
 }
 
 export interface ConnectionHooks {

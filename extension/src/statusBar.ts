@@ -1,10 +1,12 @@
 // The status bar item: the target (auto/trn1/trn2/trn3), the runner state (local / remote host /
-// unreachable), the fix agent's spend since the editor started (after its first run) and the server's
-// state when it is not running; clicking it opens the NKI Agent menu.
+// unreachable), the fix agent's spend since the editor started (after its first run), the server's
+// state when it is not running, and a spinner while the server reports work-done progress (Verify now, a
+// remote run, the agent...: the titles lead the tooltip); clicking it opens the NKI Agent menu.
 import * as vscode from 'vscode';
 import { Spend } from './agentRuns';
 import { COMMANDS } from './ids';
 import { RunnerState, shortUrl } from './runner';
+import { ActiveProgress } from './serverProgress';
 
 export type ServerState = 'starting' | 'running' | 'needs-setup' | 'crashed' | 'stopped';
 
@@ -22,7 +24,13 @@ export function dollars(v: number): string {
 
 const NO_SPEND: Spend = { dollars: 0, tokens: 0, runs: 0 };
 
-export function statusView(target: string, runner: RunnerState, server: ServerState, spend: Spend = NO_SPEND): StatusView {
+/** The progress lines of the tooltip: "NKI: verifying — /ws/k.py". */
+export function progressTip(progress: readonly ActiveProgress[]): string {
+  return progress.map((p) => (p.message ? `${p.title} — ${p.message}` : p.title)).join('\n');
+}
+
+export function statusView(target: string, runner: RunnerState, server: ServerState, spend: Spend = NO_SPEND,
+  progress: readonly ActiveProgress[] = []): StatusView {
   let runnerText: string;
   let runnerTip: string;
   let warning = false;
@@ -52,14 +60,16 @@ export function statusView(target: string, runner: RunnerState, server: ServerSt
     crashed: 'Server: stopped after repeated crashes (Restart server)',
     stopped: 'Server: stopped',
   };
-  const icon = server === 'running' ? '$(circuit-board)' : server === 'starting' ? '$(sync~spin)' : '$(warning)';
+  const busy = server === 'running' && progress.length > 0;
+  const icon = busy || server === 'starting' ? '$(sync~spin)' : server === 'running' ? '$(circuit-board)' : '$(warning)';
   warning = warning || server === 'needs-setup' || server === 'crashed';
   const spendText = spend.runs ? ` · ${dollars(spend.dollars)}` : '';
   const spendTip = `Agent spend since the editor started: ${dollars(spend.dollars)}, ${spend.tokens.toLocaleString('en-US')} tokens, ` +
     `${spend.runs} run(s)`;
   return {
     text: `${icon} NKI ${target} · ${runnerText}${spendText}`,
-    tooltip: `NKI Agent — target: ${target}\n${runnerTip}\n${spendTip}\n${serverTip[server]}\nClick for NKI Agent actions`,
+    tooltip: `${busy ? `${progressTip(progress)}\n` : ''}NKI Agent — target: ${target}\n${runnerTip}\n${spendTip}\n${serverTip[server]}\n` +
+      'Click for NKI Agent actions',
     warning,
   };
 }

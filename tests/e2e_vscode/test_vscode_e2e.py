@@ -19,6 +19,7 @@ import secrets
 import shutil
 import socket
 import subprocess
+import time
 import venv
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -382,3 +383,133 @@ def test_select_target_and_runner_say_where_saves_use_the_runner_and_the_token_n
         assert starts.read_text().splitlines() == ["start"], "the server was restarted"
     finally:
         runner.stop()
+
+
+# --- issue 21: progress in the status bar, per-kind inlay toggles, a report whose source tab is replaced ----
+
+TOGGLE_KERNEL = '''import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
+
+
+@nki.jit
+def add_kernel(a, b):
+    """out = a + b for (512, 512) float32 tensors, four 128-row tiles."""
+    out = nl.ndarray((512, 512), dtype=a.dtype, buffer=nl.shared_hbm)
+    for t in nl.affine_range(4):
+        acc = nl.zeros((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+        a_tile = nl.load(a[t * 128:(t + 1) * 128, :])
+        b_tile = nl.load(b[t * 128:(t + 1) * 128, :])
+        acc = nl.add(a_tile, b_tile)
+        nl.store(out[t * 128:(t + 1) * 128, :], value=acc)
+    return out
+'''
+SLOW_TASK = '''"""Element-wise addition of two (512, 512) fp32 matrices; the reference takes a while (progress shows)."""
+import time
+
+import numpy as np
+
+
+def get_inputs():
+    return [np.random.randn(512, 512).astype(np.float32), np.random.randn(512, 512).astype(np.float32)]
+
+
+def reference(a, b):
+    time.sleep(2)
+    return a + b
+
+
+TOLERANCE = {"atol": 1e-6, "rtol": 1e-6}
+'''
+NKI_STATUS = ".part.statusbar .statusbar-item:has-text('NKI ')"
+STATUS_SPINS = ("spin => [...document.querySelectorAll('.part.statusbar .statusbar-item')].some("
+                "e => e.innerText.includes('NKI ') && !!e.querySelector('.codicon-modifier-spin') === spin)")
+HINTS = ": (128, 512) float32 sbuf", " ×4", "≈"  # shapes, trip counts, the estimate (after a run)
+
+
+def _hints(wb: Workbench, shown: tuple[str, ...], hidden: tuple[str, ...]) -> None:
+    """Waits until the editor shows every inlay hint of ``shown`` and none of ``hidden``, and it stays so for
+    2 s (a refresh redraws the hints: a moment without them is not the answer). Injected text is in the
+    lines' textContent, not their innerText."""
+    check = ("([shown, hidden]) => { const t = [...document.querySelectorAll('.monaco-editor .view-lines')]"
+             ".map(e => e.textContent.replace(/\\u00a0/g, ' ')).join('\\n');"
+             " return shown.every(s => t.includes(s)) && !hidden.some(s => t.includes(s)); }")
+    wb.page.wait_for_function(check, arg=[list(shown), list(hidden)], timeout=UI_TIMEOUT_MS)
+    wb.page.wait_for_timeout(2000)
+    assert wb.page.evaluate(check, [list(shown), list(hidden)]), (shown, hidden)
+
+
+def _toggle_setting(wb: Workbench, key: str, user_settings: Path) -> None:
+    """Flips the boolean setting ``key`` in the Settings editor (User), as a user does, and closes it once
+    the editor has written ``user_settings`` (closing it earlier can drop the write)."""
+    wb.run_command("Preferences: Open User Settings")
+    wb.page.locator(".settings-editor").first.wait_for(timeout=UI_TIMEOUT_MS)
+    wb.page.keyboard.type(key)
+    box = wb.page.locator(f".settings-editor .setting-value-checkbox[aria-label='{key}']").first
+    box.wait_for(timeout=UI_TIMEOUT_MS)
+    want = box.get_attribute("aria-checked") != "true"
+    box.click()
+    deadline = time.monotonic() + UI_TIMEOUT_MS / 1000
+    while json.loads(user_settings.read_text() or "{}").get(key, True) != want:
+        assert time.monotonic() < deadline, f"{key} was not written to {user_settings}"
+        wb.page.wait_for_timeout(200)
+    wb.page.keyboard.press("Escape")
+    wb.page.locator(".settings-editor").first.wait_for(state="hidden", timeout=UI_TIMEOUT_MS)
+
+
+def test_progress_spinner_inlay_toggles_and_a_report_whose_source_tab_is_replaced(vscode: Opener, tmp_path: Path) -> None:
+    """Issue 21: the NKI status item spins while the server reports work-done progress (Verify now), with the
+    progress title in its tooltip, and stops at its end; `nkiAgent.inlayHints.<kind>` switched in the Settings
+    editor hides or shows that kind of inlay hint at once, no restart; the kernel report of a file opened in a
+    preview tab that another file replaces keeps its content and says the source is closed (no ValueError),
+    and is redrawn when the file is back."""
+    wb = vscode({"kernel.py": TOGGLE_KERNEL, "task.py": SLOW_TASK}, _settings())
+    user_settings = tmp_path / "home" / "user-data" / "User" / "settings.json"
+    wb.open_file("kernel.py")  # a single click: a preview tab
+    wb.code_lens("^NKI: not verified")  # the server is up
+    wb.page.wait_for_function(STATUS_SPINS, arg=False, timeout=UI_TIMEOUT_MS)
+
+    # 1. progress: Verify now spins the status item, its title leading the tooltip; the end stops it
+    wb.run_command("NKI Agent: Verify now")
+    wb.page.wait_for_function(STATUS_SPINS, arg=True, timeout=UI_TIMEOUT_MS)
+    wb.page.locator(NKI_STATUS).first.hover()
+    tip = wb.page.locator(".workbench-hover, .monaco-hover", has_text="NKI: verifying").first
+    tip.wait_for(timeout=UI_TIMEOUT_MS)
+    wb.shot("progress-spinner")
+    assert "NKI Agent — target" in str(tip.inner_text()), tip.inner_text()
+    wb.page.mouse.move(700, 400)
+    wb.code_lens("^NKI: ✓ verified")
+    wb.page.wait_for_function(STATUS_SPINS, arg=False, timeout=UI_TIMEOUT_MS)
+    wb.shot("verified")
+
+    # 2. per-kind inlay toggles, in the Settings editor; the hints follow without a restart
+    _hints(wb, HINTS, ())
+    _toggle_setting(wb, "nkiAgent.inlayHints.shapes", user_settings)
+    _hints(wb, HINTS[1:], HINTS[:1])
+    wb.shot("inlay-no-shapes")
+    _toggle_setting(wb, "nkiAgent.inlayHints.tripCounts", user_settings)
+    _toggle_setting(wb, "nkiAgent.inlayHints.estimates", user_settings)
+    _toggle_setting(wb, "nkiAgent.inlayHints.shapes", user_settings)
+    _hints(wb, HINTS[:1], HINTS[1:])
+    wb.shot("inlay-only-shapes")
+
+    # 3. the report of the preview tab's file; another file replaces the preview tab; then the file comes back
+    wb.run_command("NKI Agent: Show kernel report")
+    report = wb.page.frame_locator("iframe.webview").frame_locator("#active-frame")
+    report.locator("h1", has_text="Kernel report: kernel.py").wait_for(timeout=UI_TIMEOUT_MS)
+    report.locator("td", has_text="correct").first.wait_for(timeout=UI_TIMEOUT_MS)
+    label = wb.page.locator(".tabs-container .tab[aria-label^='kernel.py'] .label-name").first
+    assert label.evaluate("e => getComputedStyle(e).fontStyle") == "italic"  # still the preview tab
+    wb.open_file("task.py")  # a single click again: task.py takes the preview tab, kernel.py closes
+    assert wb.page.locator(".tabs-container .tab[aria-label^='kernel.py']").count() == 0
+    report.locator("p", has_text="source file is closed").wait_for(timeout=UI_TIMEOUT_MS)
+    wb.shot("report-source-closed")
+    body = str(report.locator("body").inner_text())
+    assert "Kernel report: kernel.py" in body and "correct" in body, body
+    assert "ValueError" not in body and "could not make the report" not in body, body
+    wb.open_file("kernel.py")  # back: the page is redrawn from the server (the runs it forgot if it closed
+    # the document meanwhile stay on the page, labelled)
+    report.locator("h1", has_text="Kernel report: kernel.py").wait_for(timeout=UI_TIMEOUT_MS)
+    report.locator("p", has_text="source file is closed").wait_for(state="detached", timeout=UI_TIMEOUT_MS)
+    wb.shot("report-source-back")
+    body = str(report.locator("body").inner_text())
+    assert "ValueError" not in body and "could not make the report" not in body and "correct" in body, body

@@ -47,6 +47,9 @@ SHARED: dict[str, frozenset[str] | None] = {
 def _shares(item: pytest.Item) -> bool:
     if "client" not in getattr(item, "fixturenames", ()) or item.path.parent.name != "server":
         return False
+    defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {}).get("client", ())
+    if not defs or getattr(defs[-1].func, "__module__", None) != __name__:
+        return False  # the module's own ``client`` (another server command or session), not this one
     names = SHARED.get(item.path.name, frozenset())
     return names is None or getattr(item, "originalname", item.name) in names
 

@@ -199,6 +199,27 @@ def _json_type(schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+# settings the editor client applies itself (the server never reads them): declared here with the server's,
+# so package.json's block stays generated from one place
+CLIENT_SETTINGS: dict[str, dict[str, Any]] = {
+    "inlayHints.shapes": {
+        "type": "boolean",
+        "default": True,
+        "description": "Show the inlay hints after tensor assignments: the tensor's shape, dtype and buffer (`: (128, 512) float32 sbuf`), from the last simulation or static inference."
+    },
+    "inlayHints.tripCounts": {
+        "type": "boolean",
+        "default": True,
+        "description": "Show the inlay hints after loops whose bounds are known statically: the trip count (` ×4`)."
+    },
+    "inlayHints.estimates": {
+        "type": "boolean",
+        "default": True,
+        "description": "Show the inlay hints at the end of loop headers with the cost model's estimate (`≈ 41 % · DMA`; computed only while costHints is on). Estimated, never measured."
+    }
+}
+
+
 def contributes_configuration() -> dict[str, Any]:
     """The VS Code ``contributes.configuration`` block generated from ``ServerSettings``."""
     schema = ServerSettings.model_json_schema(by_alias=True)
@@ -212,6 +233,8 @@ def contributes_configuration() -> dict[str, Any]:
             entry["scope"] = "machine"
             entry["description"] += MACHINE_NOTE
         props[f"{SECTION}.{alias}"] = entry
+    for key, entry in CLIENT_SETTINGS.items():
+        props[f"{SECTION}.{key}"] = dict(entry)
     return {"title": "NKI Agent", "properties": props}
 
 

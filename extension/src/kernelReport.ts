@@ -82,8 +82,8 @@ export class KernelReportPanels implements vscode.Disposable {
       await new Promise((r) => setTimeout(r, REOPEN_RETRY_MS));
       return this.refresh(uri, timeline, retries - 1);
     }
-    if (typeof report === 'string' && (NOT_OPEN.test(report) || !this.isOpen(uri))) {
-      this.showClosed(uri); // the source closed while the server was asked
+    if (!this.isOpen(uri) || (typeof report === 'string' && NOT_OPEN.test(report))) {
+      this.showClosed(uri); // the source closed while the server was asked: its answer is not drawn over the note
       return;
     }
     if (typeof report === 'string') {

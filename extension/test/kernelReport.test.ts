@@ -86,6 +86,13 @@ test('a closed source keeps the last report and says so; opening it again redraw
   await panels.refresh(uri);
   assert.match(fake.panels[0].webview.html, /version 2/);
   assert.doesNotMatch(fake.panels[0].webview.html, /closed/);
+  // a redraw asked while the source was open, answered after it closed: the note stays
+  reply = { ...report(3), runs: [run('verify', 3)] };
+  const slow = new KernelReportPanels(async () => { open = false; return reply; }, () => open);
+  open = true;
+  await slow.show('file:///ws/slow.py');
+  assert.match(fake.panels[1].webview.html, /source file is closed/);
+  open = true;
   const before = asked;
   await panels.reconcile(); // open and not marked closed: nothing asked
   assert.equal(asked, before);

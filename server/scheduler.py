@@ -196,9 +196,6 @@ class Scheduler:
         """The save's runs (or, with ``kinds``, those of them that were shown before a settings change)."""
         task = await self.session.task(snap)
         settings = self.session.settings
-        if not self.session.store.is_current(snap) and kinds is None:
-            current = self.session.store.get(snap.uri)
-            snap = current if current is not None else snap
         if task is None:
             rerun = kinds is None or "simulate" in kinds or "verify" in kinds
             if rerun and await self.run_taskless(snap) is not None:

@@ -5,7 +5,7 @@ Modules, one concern each:
   engines.py      which engine runs an instruction and which cost formula applies
   instr_cost.py   engine cycles of one instruction (nki-language.md §5 formulas)
   dma.py          DMA transfer time, the per-core bandwidth ceiling, SBUF spills
-  deps.py         data dependencies (byte ranges per storage) and loop/instance barriers
+  deps.py         data dependencies (byte ranges per storage), loop/instance barriers, SBUF tile liveness
   schedule.py     the list scheduler: start/end per instruction, busy time, critical path
   attribution.py  time per line and loop, bounds, FLOPs, HBM traffic, the timeline
   model.py        ``estimate`` (the façade)

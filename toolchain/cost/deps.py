@@ -18,6 +18,10 @@ instruction of iteration k-1 (of the same execution of the loop); SPMD instance 
 instance n-1 (instances run one after another on one core). ``affine`` / ``range`` / ``static``
 iterations only wait on data.
 
+Liveness (``tile_live_peak``): the same key space gives the SBUF regions the allocator sees (a tile of a
+whole-problem buffer, a column block of a partition-major one), each live from its first access to its
+last — what the spill model charges against (``dma.spill``).
+
 Imports only the trace format.
 """
 

@@ -25,7 +25,7 @@ TORCH_NEURONX, CPU = "torch-neuronx", "cpu"
 
 
 def baseline_role(req: dict[str, Any]) -> tuple[dict[str, Any], list[Any]]:
-    from ..runner.latency import LoopPolicy, run_loop
+    from ...runner.latency import LoopPolicy, run_loop
     from nki_agent.toolchain.tasks import load_task, search_path
     from nki_agent.toolchain.judging.verify import draw, task_problem
 

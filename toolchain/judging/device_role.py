@@ -223,7 +223,7 @@ def device_role(req: dict[str, Any], next_frame: Frames, emit: Emit) -> tuple[di
 def _time(sdk: Any, kernel: Any, timed: tuple[list[Any], list[Any]] | None, neff: str | None, settings: Any,
           req: dict[str, Any], kernel_path: str, result: Any, take: Any, compare: Any) -> dict[str, Any]:
     """The timing frame: raw figures of the checked launch's kernel, or why there are none."""
-    from ..runner.latency import LoopPolicy
+    from ...runner.latency import LoopPolicy
     from nki_agent.toolchain.judging import device_sdk
 
     if timed is None:

@@ -139,7 +139,7 @@ class Timing:
 
 def _loop(policy: Any, window: Callable[[int, int], float | None], clock: Callable[[], float]) -> str:
     """Run windows as ``runner.latency.next_window`` says; ``window(n, warmup)`` times one and returns its spread."""
-    from ..runner.latency import next_window, stop_reason
+    from ...runner.latency import next_window, stop_reason
 
     t0, done, last, first = clock(), 0, None, True
     while True:
@@ -201,7 +201,7 @@ def keep_neff(run: Callable[[], Any], scratch: str) -> tuple[Any, str | None]:
 def time_new(sdk: Sdk, kernel: Any, args: Sequence[Any], neff: str | None, results: Sequence[Any], policy: Any,
              clock: Callable[[], float] = time.monotonic) -> Timing:
     """nkipy ``BaremetalExecutor.benchmark`` windows on the NEFF of the checked launch (raw durations)."""
-    from ..runner.latency import spread_of
+    from ...runner.latency import spread_of
 
     if sdk.nkipy_runtime is None or sdk.hlo is None:
         return Timing(False, reason="nkipy is not installed on this runner: new-API (nki.jit) kernels are timed with "

@@ -147,13 +147,19 @@ def _jobs_root() -> str | None:
 
 
 def _alive(pid: int) -> bool:
+    """Whether ``pid`` still runs: a zombie (exited, not yet reaped by its raylet) has finished with its folder."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            state = f.read().rpartition(")")[2].split()[:1]
+    except OSError:
+        return True  # no procfs: kill(0) is all there is
+    return state not in (["Z"], ["X"])
 
 
 def sweep_orphans(root: str) -> None:

@@ -98,6 +98,25 @@ def test_a_trace_time_error_is_reported_at_the_users_line(tmp_path: Path) -> Non
         assert codes["err_num_partition_exceed_arch_limit"].location.line == line
 
 
+DEVICE_LOOP = WRONG_SUB.replace("op=nl.subtract", "op=nl.add").replace(
+    "for r in nl.affine_range(a.shape[0] // 128):", "for r in nl.dynamic_range(a.shape[0] // 128):")
+
+
+@pytest.mark.parametrize("source", [DEVICE_LOOP, DEVICE_LOOP.replace("nl.dynamic_range", "nl.fori_loop")],
+                         ids=["dynamic_range", "fori_loop"])
+def test_a_loop_counted_on_the_device_is_refused_at_its_line_not_traced_on_placeholders(source: str,
+                                                                                        tmp_path: Path) -> None:
+    # its trip count would be a value of the device: the tracer must not take a placeholder's zero for it
+    (tmp_path / "task.py").write_text((ROOT / "tests/fixtures/hostile_corpus/task.py").read_text())
+    (tmp_path / "k.py").write_text(source)
+    line = next(i for i, t in enumerate(source.splitlines(), 1) if "for r in" in t)
+    res = api.verify(str(tmp_path / "k.py"), str(tmp_path / "task.py"), seeds=1, timeout=LOADED)
+    assert res.correct is False
+    codes = {p.code: p for p in res.problems}
+    assert "sim_unsupported_api" in codes, res.problems
+    assert codes["sim_unsupported_api"].location.line == line
+
+
 def test_the_kernels_process_never_receives_a_seeds_input_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
     sent: list[tuple[str, dict[str, Any], int]] = []
     original = sandbox.Worker.send

@@ -1,0 +1,71 @@
+"""Wall time of ``api.verify`` and ``api.simulate`` on every example kernel, as every tool calls them (jailed).
+
+Only the public façade is used (``api.verify(kernel, task, seeds=...)``, ``api.simulate(kernel, task)``),
+so the same script times any revision of the project: run it once with this checkout's Python and once
+with an older checkout's, on the same examples, and compare the medians.
+
+    .venv/bin/python benchmarks/verify_speed.py [--repeat 3] [--seeds 3] [--examples examples] [--json out.json]
+    # an older revision, same examples:
+    git worktree add /tmp/before REV && python3 -m venv /tmp/before-venv \
+      && /tmp/before-venv/bin/pip install -e /tmp/before "ml-dtypes==$(.venv/bin/python -c 'import ml_dtypes; print(ml_dtypes.__version__)')" \
+      && (cd /tmp/before && /tmp/before-venv/bin/python "$OLDPWD/benchmarks/verify_speed.py" --examples "$OLDPWD/examples")
+
+It prints per kernel the median seconds of each and, last, a JSON summary with the medians over kernels.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _median_time(fn: object, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()  # type: ignore[operator]
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--examples", default=str(ROOT / "examples"))
+    ap.add_argument("--filter", default="")
+    ap.add_argument("--json", default="")
+    args = ap.parse_args()
+    from nki_agent.toolchain import api
+
+    kernels = sorted(k for k in Path(args.examples).glob("*/kernel_*.py") if args.filter in str(k))
+    rows = []
+    for k in kernels:
+        task = str(k.parent / "task.py")
+
+        def verify() -> None:
+            r = api.verify(str(k), task, seeds=args.seeds, timeout=300.0)
+            assert r.correct, (k, r.problems)
+
+        def simulate() -> None:
+            r = api.simulate(str(k), task, timeout=300.0)
+            assert not [p for p in r.problems if p.severity == "error"], (k, r.problems)
+
+        v, s = _median_time(verify, args.repeat), _median_time(simulate, args.repeat)
+        rows.append({"kernel": f"{k.parent.name}/{k.name}", "verify_s": round(v, 3), "simulate_s": round(s, 3)})
+        print(f"{rows[-1]['kernel']:48s} verify {v:6.2f}s  simulate {s:6.2f}s", flush=True)
+    summary = {"kernels": len(rows), "median_verify_s": statistics.median(r["verify_s"] for r in rows),
+               "median_simulate_s": statistics.median(r["simulate_s"] for r in rows)}
+    print(json.dumps(summary))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"rows": rows, "summary": summary}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

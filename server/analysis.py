@@ -149,10 +149,11 @@ def run(kind: str, snap: Snapshot, task: TaskRef, settings: ServerSettings,
 
 
 def run_taskless(snap: Snapshot, settings: ServerSettings, root: str | None,
-                 cancel: threading.Event | None = None) -> RunResult:
+                 cancel: threading.Event | None = None, via: str = "", kernel_name: str = "") -> RunResult:
     """Simulate the buffer of a kernel with no task (``toolchain.taskless``: its ``__main__`` driver, a pytest
     test of the workspace, its shape lines) in the sandbox, on a private copy that the test imports in place
-    of the file on disk. A ``simulate`` run; ``result.via`` says what ran ("none": nothing could)."""
+    of the file on disk. A ``simulate`` run; ``result.via`` says what ran ("none": nothing could). ``via`` /
+    ``kernel_name``: only that source (a runnable lens)."""
     tmpdir = tempfile.mkdtemp(prefix="nki-agent-")
     try:
         kernel = os.path.join(tmpdir, os.path.basename(snap.path) or "kernel.py")
@@ -162,7 +163,8 @@ def run_taskless(snap: Snapshot, settings: ServerSettings, root: str | None,
         folder = os.path.dirname(snap.path) if snap.path else ""
         search = [folder] if folder and os.path.isdir(folder) else []
         res = api.simulate_taskless(kernel, origin=snap.path or kernel, text=snap.text, root=root, target=target,
-                                    timeout=settings.simulation_timeout, cancel=cancel, search_path=search)
+                                    timeout=settings.simulation_timeout, cancel=cancel, search_path=search,
+                                    via=via, kernel_name=kernel_name)
         kernels = ran_kernels(res, snap.text, None)
         line = _def_line(snap.text, kernels[0]) if kernels else _kernel_line(snap.text)
         diags = tuple(_relocate(from_problem(p, SIM_SOURCE, snap.path), kernel, snap, "", line)

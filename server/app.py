@@ -103,12 +103,13 @@ def build() -> NkiLanguageServer:
         introspection,
         kernel_report,
         lifecycle,
+        runnables,
         runner_token,
         workspace_folders,
     )
 
     ls = NkiLanguageServer()
-    for module in (lifecycle, workspace_folders, runner_token, did_open, did_change, did_save, did_close, hover, inlay_hints, code_actions, code_lens, commands, agent_fix,
-                   introspection, kernel_report):
+    for module in (lifecycle, workspace_folders, runner_token, did_open, did_change, did_save, did_close, hover, inlay_hints, code_actions, code_lens, commands,
+                   runnables, agent_fix, introspection, kernel_report):
         module.register(ls)
     return ls

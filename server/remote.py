@@ -78,7 +78,7 @@ class Remote:
         client = self.client()
         if client is None:
             return None
-        from .handlers.commands import progress_token
+        from .progress import progress_token
 
         server = self.server
         session = server.session

@@ -11,6 +11,8 @@ Static checks run at once when the document's checks are faster than its typing 
 less than the pause between the last two keystrokes; the first change after opening runs at once); only when analysis is slower than typing do they
 wait ``debounceMs`` after the last change, so a burst of keystrokes is checked once (``static_delay``).
 
+Every save's runs show work-done progress while they go on (``progress.WorkProgress``: never delayed by it).
+
 A save that arrives before the server is ready (``initialized``, and the client's settings pulled when it
 sent none at launch) is kept and run once it is, under the settings the client sent — never lost, never
 run with the defaults (``mark_ready``).
@@ -32,6 +34,7 @@ from ..toolchain.protocol.jobs import SimulateResult
 from . import analysis
 from .analysis import RunResult
 from .documents import Snapshot
+from .progress import WorkProgress
 from .remote import Remote
 from .session import Session
 from .tasks import TaskRef
@@ -133,12 +136,13 @@ class Scheduler:
         return await self._await(name or f"{kind}:{snap.uri}", self._execute(
             kind, snap, lambda stop: analysis.run(kind, snap, task, settings, stop)))
 
-    async def run_taskless(self, snap: Snapshot) -> RunResult | None:
+    async def run_taskless(self, snap: Snapshot, via: str = "", kernel_name: str = "") -> RunResult | None:
         """Simulate ``snap``, a kernel with no task, in the sandbox all the same (its ``__main__`` driver, a
-        pytest test of the workspace, its shape lines: ``toolchain.taskless``); publish if still current."""
+        pytest test of the workspace, its shape lines: ``toolchain.taskless``; ``via`` / ``kernel_name``: only
+        that source, as a runnable lens asks); publish if still current."""
         settings, root = self.session.settings, self.session.root
         return await self._await(f"simulate:{snap.uri}", self._execute(
-            "simulate", snap, lambda stop: analysis.run_taskless(snap, settings, root, stop)))
+            "simulate", snap, lambda stop: analysis.run_taskless(snap, settings, root, stop, via, kernel_name)))
 
     async def _await(self, name: str, work: Coroutine[Any, Any, RunResult | None]) -> RunResult | None:
         try:
@@ -193,8 +197,19 @@ class Scheduler:
         self.spawn(f"save:{snap.uri}", self._save(snap))
 
     async def _save(self, snap: Snapshot, kinds: set[str] | None = None) -> None:
-        """The save's runs (or, with ``kinds``, those of them that were shown before a settings change)."""
+        """The save's runs (or, with ``kinds``, those of them that were shown before a settings change), with
+        work-done progress while they run (cancelling it stops them)."""
         task = await self.session.task(snap)
+        settings = self.session.settings
+        verb = "verifying" if task is not None and (settings.verify_on_save != "off" or kinds == {"verify"}) \
+            else "simulating"
+        shown = WorkProgress(self.server, f"NKI: {verb} on save", snap.path, asyncio.current_task())
+        try:
+            await self._save_runs(snap, task, kinds)
+        finally:
+            shown.end()
+
+    async def _save_runs(self, snap: Snapshot, task: TaskRef | None, kinds: set[str] | None) -> None:
         settings = self.session.settings
         if task is None:
             rerun = kinds is None or "simulate" in kinds or "verify" in kinds

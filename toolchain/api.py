@@ -73,10 +73,12 @@ def simulate(kernel: str, task: str, target: str | None = None, kernel_name: str
 
 def simulate_taskless(kernel: str, origin: str | None = None, text: str | None = None, root: str | None = None,
                       target: str | None = None, isolate: bool = True, timeout: float = DEFAULT_TIMEOUT,
-                      cancel: threading.Event | None = None, search_path: Sequence[str] = ()) -> SimulateResult:
+                      cancel: threading.Event | None = None, search_path: Sequence[str] = (), via: str = "",
+                      kernel_name: str = "") -> SimulateResult:
     """Simulate a kernel file that has no task (``taskless/``): its ``__main__`` driver, else a pytest test
     of the workspace calling its kernel, else the inputs of its shape lines (``# nki: a=(256, 512) float32``)
     — the first that launches a kernel of the file. ``SimulateResult.via`` says which ("none": no inputs).
+    ``via`` ("main" / "test" / "shapes") runs only that source; ``kernel_name`` only that kernel's shape line.
 
     ``origin``: the user's file ``kernel`` is a copy of (the server simulates a copy of the buffer; its name
     and folder find the tests, and the copy is what the tests import), ``text`` its text; ``root``: the
@@ -94,7 +96,7 @@ def simulate_taskless(kernel: str, origin: str | None = None, text: str | None =
         return runner.LocalRunner().taskless(dict(req), timeout=timeout_each, cancel=cancel)
 
     return taskless.simulate(kernel, run_one, origin=origin, text=text, root=root, target=target,  # type: ignore[no-any-return]
-                             search_path=search_path)
+                             search_path=search_path, via=via, kernel_name=kernel_name)
 
 
 def estimate(kernel: str, task: str, target: str | None = None, kernel_name: str | None = None, seed: int = 0,

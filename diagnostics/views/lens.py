@@ -42,6 +42,11 @@ def lenses(view: DocumentView, backend: str, has_task: bool, task_kernels: Seque
     names = [k.name for k in kernels]
     estimated = view.cost.kernel_line([(k.name, k.line) for k in kernels]) if view.cost else None
     no_task = not has_task
+    # a file with a task whose other kernel a runnable lens simulated from its shape line: that run's lens goes
+    # on the kernels it launched, the task's lens stays where it was
+    side = sim if has_task and sim is not None and sim.via != "task" else None
+    if side is not None:
+        sim = None
     if no_task and sim is not None and sim.via != "task":
         shown = marked(sim, names) if sim.result.via != "none" else set(names)
     elif run is None and sim is None and has_task:  # not run yet: the kernel its task names
@@ -50,6 +55,10 @@ def lenses(view: DocumentView, backend: str, has_task: bool, task_kernels: Seque
         shown = marked(run or sim, names)
     out = []
     for k in kernels:
+        if side is not None and k.name in side.kernels and k.name not in set(task_kernels):
+            text = taskless_title(side, backend, taskless_facts, view.cost if k.line == estimated else None)
+            out.append(Lens(k.line, text, text, "local"))
+            continue
         if k.name not in shown:
             continue
         note_view = view.cost if k.line == estimated else None

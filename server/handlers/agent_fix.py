@@ -43,8 +43,9 @@ from ...agent.trajectory import default_dir, mark_accepted
 from .. import analysis
 from ..analysis import RunResult
 from ..positions import LineIndex
+from ..progress import progress_token
 from ..tasks import SELF, TaskRef
-from .commands import FIX_KERNEL, progress_token, uri_arg
+from .commands import FIX_KERNEL, uri_arg
 
 if TYPE_CHECKING:
     from ..app import NkiLanguageServer

@@ -7,7 +7,7 @@ Markdown and the same explanation as the hover on the diagnostic's range; nothin
 ``showMessage``.
 
 ``nki.verify`` returns at once and verifies the open buffer against its task in the background
-(work-done progress when the client supports it; cancelling it drops the result), then publishes
+(work-done progress when the client supports it, ``progress.py``; cancelling it drops the result), then publishes
 the ``nki-verify`` diagnostics, refreshes the code lenses and shows one summary message.
 """
 
@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types as T
 from nki_agent.toolchain.protocol.jobs import VerifyResult
 
+from .. import progress
 from ..convert import file_uri
 from ..explain import explain, explain_file
+from ..progress import WorkProgress
 
 if TYPE_CHECKING:
     from ..app import NkiLanguageServer
@@ -34,20 +35,6 @@ log = logging.getLogger(__name__)
 EXPLAIN = "nki.explainError"
 VERIFY = "nki.verify"
 FIX_KERNEL = "nki.fixKernel"
-_jobs: dict[str, asyncio.Task[None]] = {}  # progress token -> running verification
-
-
-async def progress_token(ls: Any) -> str | None:
-    """A fresh ``window/workDoneProgress`` token, or None when the client has no progress support or refuses."""
-    caps = ls.client_capabilities.window
-    if caps is None or not caps.work_done_progress:
-        return None
-    token = str(uuid.uuid4())
-    try:
-        await ls.work_done_progress.create_async(token)
-    except Exception:  # noqa: BLE001 - the client refused: work without progress
-        return None
-    return token
 
 
 def uri_arg(args: tuple[Any, ...]) -> str | None:
@@ -61,10 +48,8 @@ def uri_arg(args: tuple[Any, ...]) -> str | None:
     return getattr(a, "uri", None)
 
 
-async def _verify_job(ls: NkiLanguageServer, snap: Snapshot, task: TaskRef, token: str | None) -> None:
-    progress = ls.work_done_progress
-    if token is not None:
-        progress.begin(token, T.WorkDoneProgressBegin(title="NKI: verifying", message=snap.path, cancellable=True))
+async def _verify_job(ls: NkiLanguageServer, snap: Snapshot, task: TaskRef) -> None:
+    shown = WorkProgress(ls, "NKI: verifying", snap.path, asyncio.current_task())
     result = None
     try:
         result = await ls.scheduler.run("verify", snap, task, name=f"command:{snap.uri}")
@@ -72,9 +57,7 @@ async def _verify_job(ls: NkiLanguageServer, snap: Snapshot, task: TaskRef, toke
         ls.window_show_message(T.ShowMessageParams(type=T.MessageType.Info, message="NKI: verification cancelled"))
         return
     finally:
-        if token is not None:
-            progress.end(token, T.WorkDoneProgressEnd(message="done"))
-            _jobs.pop(token, None)
+        shown.end()
     ls.scheduler.refresh_views()
     if result is None:
         msg, kind = "NKI: verification failed to run (see the server log)", T.MessageType.Error
@@ -133,17 +116,12 @@ def register(ls: NkiLanguageServer) -> None:
             return {"started": False, "reason": "no task"}
         if ls.session.settings.runner_url:  # the runner verifies (and times) it too; its result joins the lens
             ls.scheduler.spawn(f"remote:{snap.uri}", ls.scheduler.remote.run(snap, task))
-        token = await progress_token(ls)
-        job = asyncio.ensure_future(_verify_job(ls, snap, task, token))
-        if token is not None:
-            _jobs[token] = job
+        asyncio.ensure_future(_verify_job(ls, snap, task))
         return {"started": True, "task": task.path, "how": task.how}
 
     @ls.feature(T.WINDOW_WORK_DONE_PROGRESS_CANCEL)
     def cancel(ls: NkiLanguageServer, params: T.WorkDoneProgressCancelParams) -> None:
         from . import agent_fix
 
-        job = _jobs.pop(str(params.token), None)
-        if job is not None:
-            job.cancel()
-        agent_fix.cancel(str(params.token))
+        if not progress.cancel(str(params.token)):
+            agent_fix.cancel(str(params.token))

@@ -373,8 +373,9 @@ def test_select_target_and_runner_say_where_saves_use_the_runner_and_the_token_n
         _edit_and_save(wb, "second save")
         line = wb.code_lens("NKI runner: ✓ correct")  # the line's lenses, joined by " | "
         wb.shot("runner-lens")
-        local, remote = re.split(r"\s*\|\s*", line.replace("\u00a0", " ").strip())
+        local, remote, *runnable = re.split(r"\s*\|\s*", line.replace("\u00a0", " ").strip())
         assert local.startswith("NKI: ✓ verified on trn1") and remote.startswith("NKI runner: ✓ correct"), line
+        assert runnable == ["▶ Simulate", "Profile"], line  # the runnable lenses follow (Verify is the first lens)
         assert len(local) <= 70 and len(remote) <= 60, (local, remote)  # both fit on the kernel's line
         tips = [str(t) for t in wb.page.locator(".monaco-editor .codelens-decoration a[title]").evaluate_all(
             "els => els.map(e => e.getAttribute('title'))")]

@@ -15,6 +15,7 @@ from typing import Any
 from lsprotocol import types as T
 from nki_agent.toolchain.protocol.cost import CostEstimate, EngineBusy, LineCost, LoopCost
 from pytest_lsp import LanguageClient
+from server_helpers import status
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "l2_matmul"
@@ -69,7 +70,7 @@ class Seen:
 
 async def lenses(client: LanguageClient, uri: str) -> list[tuple[int, str]]:
     found = await client.text_document_code_lens_async(T.CodeLensParams(T.TextDocumentIdentifier(uri)))
-    return [(lens.range.start.line, lens.command.title) for lens in found or [] if lens.command]
+    return [(lens.range.start.line, lens.command.title) for lens in found or [] if lens.command and status(lens)]
 
 
 async def hover(client: LanguageClient, uri: str, line1: int, character: int) -> str:

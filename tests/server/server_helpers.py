@@ -210,3 +210,9 @@ class RawClient:
         except Exception:  # noqa: BLE001 - a hung server is killed
             self.proc.kill()
             return -1
+
+
+def status(lens: T.CodeLens) -> bool:
+    """A status lens (verdict, estimate, the runner's), not a runnable one: status titles start with "NKI"
+    (``diagnostics/views/lens.py``), runnable ones never do (``diagnostics/views/runnables.py``)."""
+    return lens.command is not None and lens.command.title.startswith("NKI")

@@ -17,7 +17,7 @@ import pytest
 import pytest_lsp
 from lsprotocol import types as T
 from pytest_lsp import ClientServerConfig, LanguageClient
-from server_helpers import SERVER, SERVER_ENV, WORKSPACE, open_doc, start, wait_publish
+from server_helpers import SERVER, SERVER_ENV, WORKSPACE, open_doc, start, wait_publish, status
 
 pytestmark = pytest.mark.asyncio
 TOKEN = "lsp-e2e-" + secrets.token_hex(12)
@@ -84,7 +84,7 @@ async def _lenses(client: LanguageClient, uri: str, prefix: str, timeout: float 
     deadline = loop.time() + timeout
     while loop.time() < deadline:
         lenses = await client.text_document_code_lens_async(T.CodeLensParams(T.TextDocumentIdentifier(uri)))
-        titles = [lens.command.title for lens in lenses or [] if lens.command]
+        titles = [lens.command.title for lens in lenses or [] if lens.command and status(lens)]
         if any(t.startswith(prefix) for t in titles):
             return titles
         await asyncio.sleep(0.05)

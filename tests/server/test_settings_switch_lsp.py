@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from lsprotocol import types as T
 from pytest_lsp import LanguageClient
-from server_helpers import WORKSPACE, open_doc, start, wait_publish
+from server_helpers import WORKSPACE, open_doc, start, wait_publish, status
 
 pytestmark = pytest.mark.asyncio
 
@@ -38,7 +38,7 @@ async def _runs_after(client: LanguageClient, before: int, n: int = 1) -> None:
 
 async def _lenses(client: LanguageClient, uri: str) -> list[str]:
     lenses = await client.text_document_code_lens_async(T.CodeLensParams(T.TextDocumentIdentifier(uri)))
-    return [f"{lens.command.title} | {lens.command.tooltip}" for lens in lenses if lens.command]
+    return [f"{lens.command.title} | {lens.command.tooltip}" for lens in lenses if lens.command and status(lens)]
 
 
 async def _hover(client: LanguageClient, uri: str, text: str) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from lsprotocol import types as T
 from pytest_lsp import LanguageClient
-from server_helpers import FIXTURES, apply_lsp_edits, change, open_doc, wait_publish
+from server_helpers import FIXTURES, apply_lsp_edits, change, open_doc, wait_publish, status
 
 pytestmark = pytest.mark.asyncio
 
@@ -43,7 +43,7 @@ def save(client: LanguageClient, uri: str) -> None:
 
 async def lenses(client: LanguageClient, uri: str) -> list[tuple[int, str]]:
     got = await client.text_document_code_lens_async(T.CodeLensParams(T.TextDocumentIdentifier(uri)))
-    return [(lens.range.start.line, lens.command.title) for lens in got or [] if lens.command]
+    return [(lens.range.start.line, lens.command.title) for lens in got or [] if lens.command and status(lens)]
 
 
 async def wait_lens(client: LanguageClient, uri: str, needle: str, timeout: float = 60.0) -> list[tuple[int, str]]:

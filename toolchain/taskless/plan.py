@@ -52,16 +52,19 @@ def read_facts(kernel_path: str, text: str, root: str | None, tests: bool = True
     return Facts(kernels, has_main(tree), shapes, problems, found, main_checks(tree))
 
 
-def plans(facts: Facts) -> list[Plan]:
-    """The ways to run the file, in order: its ``__main__`` driver, the best test, its shape lines."""
+def plans(facts: Facts, via: str = "", kernel_name: str = "") -> list[Plan]:
+    """The ways to run the file, in order: its ``__main__`` driver, the best test, its shape lines. ``via``
+    keeps only that way (a runnable lens: "▶ Run __main__", "▶ Simulate" from a shape line); ``kernel_name``
+    keeps only that kernel's shape line."""
     out = []
-    if facts.main_line:
+    if facts.main_line and via in ("", MAIN):
         out.append(Plan(MAIN))
-    if facts.tests:
+    if facts.tests and via in ("", TEST):
         out.append(Plan(TEST, test=facts.tests[0]))
-    if facts.shapes:
+    specs = [s for s in facts.shapes.values() if not kernel_name or s.kernel == kernel_name]
+    if specs and via in ("", SHAPES):
         order = {k.name: k.line for k in facts.kernels}
-        out.append(Plan(SHAPES, shapes=tuple(sorted(facts.shapes.values(), key=lambda s: order.get(s.kernel, s.line)))))
+        out.append(Plan(SHAPES, shapes=tuple(sorted(specs, key=lambda s: order.get(s.kernel, s.line)))))
     return out
 
 
@@ -80,10 +83,12 @@ def request(plan: Plan, kernel: str, origin: str, root: str | None, target: str 
 
 
 def simulate(kernel: str, run_one: Callable[[dict[str, Any]], Any], origin: str | None = None, text: str | None = None,
-             root: str | None = None, target: str | None = None, search_path: Sequence[str] = ()) -> Any:
+             root: str | None = None, target: str | None = None, search_path: Sequence[str] = (), via: str = "",
+             kernel_name: str = "") -> Any:
     """Run ``kernel`` without a task (the first plan that launches a kernel of the file; ``run_one`` runs one
     worker request and returns its ``SimulateResult``). ``origin``: the user's file ``kernel`` is a copy of
-    (its name and folder find the tests); ``text``: its text (default: read ``kernel``)."""
+    (its name and folder find the tests); ``text``: its text (default: read ``kernel``); ``via`` /
+    ``kernel_name``: only those plans (``plans``)."""
     from nki_agent.toolchain.facts.errors import NkiError, Problem, SourceLocation
     from nki_agent.toolchain.protocol.jobs import ProblemInfo, SimulateResult
     from ..tasks import _read_source
@@ -100,7 +105,7 @@ def simulate(kernel: str, run_one: Callable[[dict[str, Any]], Any], origin: str 
                       for sp in facts.shape_problems]
     first = None
     tried: list[str] = []
-    for plan in plans(facts):
+    for plan in plans(facts, via, kernel_name):
         res = stamp(run_one(request(plan, kernel, origin, root, target, search_path)), plan, kernel)
         res.tried = list(tried)
         if res.launches or _stopped_in_kernel(res, kernel):

@@ -178,7 +178,8 @@ def shape_specs(text: str, tree: ast.Module | None = None,
 
 def shape_line(kernel: KernelDef, known: dict[str, tuple[tuple[int | None, ...] | None, str | None]]) -> str:
     """A pre-filled shape line for ``kernel`` (``known``: param -> (shape, dtype) the static analysis knows;
-    unknown dimensions are ``PLACEHOLDER_DIM``, an unknown rank is 2-D, an unknown dtype float32). A parameter
+    unknown dimensions are ``PLACEHOLDER_DIM``, an unknown rank is 2-D, an unknown dtype the one the body implies
+    (``KernelDef.dtypes``: an MX kernel's scales are uint8), else float32). A parameter
     the kernel takes as a value (``KernelDef.values``: a dtype, a flag, a count) is ``name=?``, which the user
     must fill in: no tensor is guessed for it."""
     parts = []
@@ -187,6 +188,7 @@ def shape_line(kernel: KernelDef, known: dict[str, tuple[tuple[int | None, ...] 
             parts.append(f"{p}={VALUE_PLACEHOLDER}")
             continue
         shape, dtype = known.get(p, (None, None))
+        dtype = dtype or dict(kernel.dtypes).get(p)
         dims = [PLACEHOLDER_DIM if d is None else int(d) for d in shape] if shape else [PLACEHOLDER_DIM] * 2
         inner = ", ".join(str(d) for d in dims) + ("," if len(dims) == 1 else "")
         try:

@@ -21,6 +21,7 @@ class KernelDef:
     params: tuple[str, ...]  # positional and keyword parameters, in order
     required: tuple[str, ...]  # those without a default value
     values: tuple[str, ...] = ()  # required ones that are values, not tensors (``value_params``)
+    dtypes: tuple[tuple[str, str], ...] = ()  # (param, dtype) the body implies (``param_dtypes``)
 
 
 def dotted(node: ast.expr) -> str:
@@ -58,7 +59,7 @@ def kernel_defs(tree: ast.Module | None, text: str) -> list[KernelDef]:
         def_text = lines[node.lineno - 1] if node.lineno <= len(lines) else ""
         indent = def_text[:len(def_text) - len(def_text.lstrip())]
         out.append(KernelDef(node.name, node.lineno, first, node.end_lineno or node.lineno, indent, params, required,
-                             value_params(node, required)))
+                             value_params(node, required), param_dtypes(node, required)))
     out.sort(key=lambda k: k.line)
     return out
 
@@ -94,6 +95,20 @@ def value_params(fn: ast.FunctionDef | ast.AsyncFunctionDef, names: tuple[str, .
         elif isinstance(node, ast.Call) and node.args:
             value.update(_dims(node.args[0]))  # nl.ndarray((n, 64), ...): a size
     return tuple(n for n in names if n in annotated or (n in value and n not in tensor))
+
+
+_MX_INSTRUCTIONS = {"nc_matmul_mx", "quantize_mx"}
+_SCALE_NAME = re.compile(r"(?:^|_)scales?$")  # stationary_mx_scale, moving_scale (the nki-samples' MX kernels)
+
+
+def param_dtypes(fn: ast.FunctionDef | ast.AsyncFunctionDef, names: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """(param, dtype) of tensor parameters whose dtype the body implies: in a kernel that runs an MX instruction
+    (``nisa.nc_matmul_mx`` / ``nisa.quantize_mx``), a parameter named as a scale is ``uint8`` — MX scales are
+    8-bit exponents (E8M0) held as ``uint8``, as the NKI ISA documents for both instructions."""
+    calls = {dotted(n.func).rsplit(".", 1)[-1] for n in ast.walk(fn) if isinstance(n, ast.Call)}
+    if not calls & _MX_INSTRUCTIONS:
+        return ()
+    return tuple((n, "uint8") for n in names if _SCALE_NAME.search(n))
 
 
 def main_block(tree: ast.Module | None) -> ast.If | None:

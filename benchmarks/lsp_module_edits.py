@@ -217,16 +217,27 @@ def main() -> int:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"didChange -> publishDiagnostics, module-level edits on a {text.count(chr(10))}-line file; "
-          f"{edits} edits per kind (server default debounce: 20 ms)")
+          f"{edits} edits per kind (server default debounce: 20 ms, waited only when checks are slower than typing)")
     print(f"{'edit':>14} {'server':>22} {'p50':>9} {'p99':>9}")
     for r in rows:
         print(f"{r['kind']:>14} {r['server']:>22} {r['p50_ms']:>7.1f}ms {r['p99_ms']:>7.1f}ms")
     goal = [r for r in rows if r["server"] == "nki-agent debounce 0" and r["kind"] in GOAL_KINDS]
     worst = max(r["p99_ms"] for r in goal)
     print(f"goal: p99 <= 25 ms on top of the debounce for {', '.join(GOAL_KINDS)}: worst p99 {worst:.1f} ms")
+    # the editor's view: the server as shipped (its default debounce, applied only when checks are slower than
+    # typing) against ruff's server on the same edits
+    ratios = {}
+    for kind in GOAL_KINDS:
+        ours = next(r for r in rows if r["server"] == "nki-agent default" and r["kind"] == kind)
+        theirs = next((r for r in rows if r["server"] == "ruff" and r["kind"] == kind), None)
+        if theirs is not None:
+            ratios[kind] = ours["p50_ms"] / theirs["p50_ms"]
+    if ratios:
+        print("goal: p50 (default debounce) <= 3x ruff's: " + ", ".join(f"{k} x{v:.2f}" for k, v in ratios.items())
+              + f" — worst x{max(ratios.values()):.2f}")
     if args.json:
         Path(args.json).write_text(json.dumps({"lines": text.count("\n"), "edits": edits, "rows": rows,
-                                               "worst_goal_p99_ms": worst}, indent=1))
+                                               "worst_goal_p99_ms": worst, "p50_vs_ruff": ratios}, indent=1))
     return 0
 
 

@@ -37,6 +37,7 @@ SHARED: dict[str, frozenset[str] | None] = {
     "test_task_target_lsp.py": None,
     "test_taskless_cut_off_lsp.py": None,
     "test_runnables_lsp.py": None,
+    "test_editor_findings_lsp.py": None,
     "test_e2e.py": frozenset({
         "test_diagnostics_after_open_and_change", "test_stale_results_are_never_published",
         "test_simulation_problems_published_as_nki_sim", "test_inlay_hint_loop_trip_count",

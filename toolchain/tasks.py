@@ -17,18 +17,20 @@ from __future__ import annotations
 import importlib.util
 import os
 import random
+import re
 import sys
 import types
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
 from nki_agent.toolchain.facts.errors import NkiError, SourceLocation
 from .location import traceback_location
-from .sim.kernel import HostWrapper, Kernel, launches_a_kernel
-from .shim import installed
+
+if TYPE_CHECKING:
+    from .sim.kernel import Kernel
 
 MAX_SOURCE_BYTES = 5 * 1024 * 1024  # kernels are hundreds of lines; 5 MiB is far beyond any real one
 
@@ -157,8 +159,17 @@ def load_module(path: str, name: str, search_path: Sequence[str] = ()) -> types.
     _put_on_path(search_dirs(path, search_path))
     sys.modules[name] = module
     try:
-        with installed():
-            exec(code, module.__dict__)
+        if _SHIM_NAMES.search(source):
+            _exec_shimmed(code, module)
+        else:  # a task that never names NKI (most do not) runs without building the simulator's modules
+            try:
+                exec(code, module.__dict__)
+            except ModuleNotFoundError as e:  # ... unless a module it imports does
+                if not (e.name or "").split(".")[0] in ("neuronxcc", "nki", "torch_xla"):
+                    raise
+                module.__dict__.clear()
+                module.__file__ = path
+                _exec_shimmed(code, module)
     except NkiError:
         raise
     except BaseException as e:
@@ -169,8 +180,21 @@ def load_module(path: str, name: str, search_path: Sequence[str] = ()) -> types.
     return module
 
 
+# a file that may import NKI (or what the shim stands in for): it is executed with the simulator's modules bound
+_SHIM_NAMES = re.compile(r"\b(?:nki|neuronxcc|torch_xla)\b")
+
+
+def _exec_shimmed(code: Any, module: types.ModuleType) -> None:
+    from .shim import installed
+
+    with installed():
+        exec(code, module.__dict__)
+
+
 def find_kernel(module: types.ModuleType, name: str | None = None) -> Kernel:
     """The kernel to run: ``name`` if given, else the only ``@nki.jit`` function of the module."""
+    from .sim.kernel import HostWrapper, Kernel, launches_a_kernel
+
     path = getattr(module, "__file__", "?")
     if name:
         obj = getattr(module, name, None)

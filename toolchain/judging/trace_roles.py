@@ -172,11 +172,14 @@ def executor_role(req: dict[str, Any], next_frame: Frames,
     kernel_path = str(req.get("kernel_file", ""))
     result = VerifyResult(kernel=kernel_path, task=str(req.get("task_file", "")), target=req.get("target") or "")
     runs: dict[str, Any] = {}
-    _warm()  # while the reference draws and the kernel is traced: off the verification's critical path
     if isinstance(req.get("source"), str):
         use_source(kernel_path, req["source"])
     try:
         header, _ = next_frame()
+        # warmed once the settings arrive — the reference has loaded its task, the tracer is loading the kernel
+        # — while the reference draws and the kernel is traced: off the critical path, and not competing with
+        # those two processes' start-up for the CPU (on 2 cores three start-ups at once cost ~0.3 s)
+        _warm()
         settings = _task_settings(header.get("settings") or {})
         records = launch_records(settings)
         programs: dict[Any, Any] = {}

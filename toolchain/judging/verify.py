@@ -12,21 +12,16 @@ import copy
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from nki_agent.toolchain.facts import dtypes
 from nki_agent.toolchain.facts.errors import NkiError, Problem, SourceLocation
-from nki_agent.toolchain.sim.kernel import (
-    DEFAULTS,
-    Kernel,
-    LaunchDefaults,
-    LaunchRecord,
-    kernel_location,
-    to_numpy_input,
-)
 from nki_agent.toolchain.tasks import Task, find_kernel, load_module, load_task
+
+if TYPE_CHECKING:  # the simulator is imported where it runs: the reference role draws inputs without it
+    from nki_agent.toolchain.sim.kernel import Kernel, LaunchRecord
 
 # Default tolerances by output precision (KernelBench's policy, widened for fp8's 3-bit mantissa).
 TOLERANCES = {"float32": (1e-4, 1e-4), "float16": (1e-2, 1e-2), "bfloat16": (1e-2, 1e-2),
@@ -128,6 +123,10 @@ def _as_list(x: Any) -> list[Any]:
 
 
 def _to_np(x: Any) -> np.ndarray:
+    if isinstance(x, np.ndarray):
+        return np.ascontiguousarray(x) if not x.flags.c_contiguous else x.copy()
+    from nki_agent.toolchain.sim.kernel import to_numpy_input
+
     arr = to_numpy_input(x)
     if arr is None:
         arr = np.asarray(x)
@@ -235,8 +234,8 @@ def run_cases(kernel: Kernel, task: Task, kernel_path: str, cases: Iterable[Case
 
     ``task`` only supplies settings here (launcher, tolerance, input mutation policy). ``estimate``: the
     first case's launch is traced and the cost model's estimate kept (``VerifyResult.estimate``)."""
-    from nki_agent.toolchain.sim.kernel import _DEFAULT_TARGET
     from nki_agent.toolchain.judging.simulate import estimate_json
+    from nki_agent.toolchain.sim.kernel import _DEFAULT_TARGET, DEFAULTS, LaunchDefaults
 
     records: list[LaunchRecord] = []
     target = target or task.target
@@ -301,6 +300,8 @@ def _def_line(kernel: Kernel) -> int:
     traced = getattr(kernel, "def_line", None)  # a traced program (sim/replay.py) knows where its kernel is
     if isinstance(traced, int):
         return traced
+    from nki_agent.toolchain.sim.kernel import kernel_location
+
     loc = kernel_location(kernel)
     return loc.line if loc else 1
 

@@ -234,9 +234,30 @@ def _refuse_tampering(kernel_path: str) -> None:
                        SourceLocation(kernel_path, first.line, first.column))
 
 
+def preload_simulator() -> None:
+    """Import the simulator, the shim and NumPy's lazily loaded submodules before the tripwire is armed: ``tasks``
+    imports the simulator only where it runs (the reference role never does), NumPy loads ``numpy.random`` & co.
+    on first use, and those imports read frames, which the armed guard refuses."""
+    import importlib
+
+    from nki_agent.toolchain import shim  # noqa: F401
+    from nki_agent.toolchain.sim import kernel  # noqa: F401
+
+    for name in _LAZY_NUMPY:  # NumPy imports these on first use (nisa.dropout's np.random, a kernel's np.linalg)
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - not in this NumPy: the kernel's own use will say so
+            pass
+
+
+_LAZY_NUMPY = ("numpy.random", "numpy.linalg", "numpy.fft", "numpy.polynomial", "numpy.ma", "numpy.testing",
+               "numpy.lib.stride_tricks")
+
+
 def _preload(kernel_path: str) -> None:
-    """Import what a kernel file may import that loads native code (the tripwire refuses ctypes later), and
-    the cost model."""
+    """Import what a kernel file may import that loads native code (the tripwire refuses ctypes later), the
+    simulator and the cost model."""
+    preload_simulator()
     try:
         with open(kernel_path, encoding="utf-8", errors="replace") as f:
             text = f.read(1 << 20)

@@ -81,7 +81,10 @@ def traced(kernel: Any, task: Any, arrays: list[np.ndarray], n_inputs: int, targ
 
 def _preload_torch(kernel_path: str) -> None:
     """Import torch before the tripwire is armed when the kernel file mentions it (it loads native code); the
-    cost model is not needed here: it runs in the executor."""
+    cost model is not needed here: it runs in the executor. The simulator is (``roles.preload_simulator``)."""
+    from nki_agent.toolchain.judging.roles import preload_simulator
+
+    preload_simulator()
     try:
         with open(kernel_path, encoding="utf-8", errors="replace") as f:
             text = f.read(1 << 20)

@@ -37,6 +37,15 @@ VERIFY = "nki.verify"
 FIX_KERNEL = "nki.fixKernel"
 
 
+def open_document(ls: Any, command: str, args: tuple[Any, ...]) -> Snapshot:
+    """The open document a command's first argument names (a URI or ``{"uri": ...}``); a clear error otherwise."""
+    uri = uri_arg(args)
+    snap = ls.session.store.get(uri) if uri else None
+    if snap is None:
+        raise ValueError(f"{command} needs the URI of an open document")
+    return snap  # type: ignore[no-any-return]
+
+
 def uri_arg(args: tuple[Any, ...]) -> str | None:
     if not args:
         return None
@@ -103,10 +112,7 @@ def register(ls: NkiLanguageServer) -> None:
 
     @ls.command(VERIFY)
     async def verify(ls: Any, *args: Any) -> dict[str, Any]:
-        uri = uri_arg(args)
-        snap = ls.session.store.get(uri) if uri else None
-        if snap is None:
-            raise ValueError("nki.verify needs the URI of an open document")
+        snap = open_document(ls, VERIFY, args)
         task = await ls.session.task(snap)
         if task is None:
             ls.window_show_message(T.ShowMessageParams(

@@ -19,7 +19,7 @@ from lsprotocol import types as T
 
 from ...toolchain.protocol.jobs import SimulateResult, VerifyResult
 from ..progress import WorkProgress
-from .commands import uri_arg
+from .commands import open_document
 
 if TYPE_CHECKING:
     from ..analysis import RunResult
@@ -73,10 +73,7 @@ async def _background(ls: NkiLanguageServer, title: str, path: str, what: str, w
 def register(ls: NkiLanguageServer) -> None:
     @ls.command(SIMULATE)
     async def simulate(ls: Any, *args: Any) -> dict[str, Any]:
-        uri = uri_arg(args)
-        snap = ls.session.store.get(uri) if uri else None
-        if snap is None:
-            raise ValueError("nki.simulate needs the URI of an open document")
+        snap = open_document(ls, SIMULATE, args)
         kernel = args[1] if len(args) > 1 and isinstance(args[1], str) else ""
         via = args[2] if len(args) > 2 and isinstance(args[2], str) else "task"
         if via not in VIAS:
@@ -94,10 +91,7 @@ def register(ls: NkiLanguageServer) -> None:
 
     @ls.command(PROFILE)
     async def profile(ls: Any, *args: Any) -> dict[str, Any]:
-        uri = uri_arg(args)
-        snap = ls.session.store.get(uri) if uri else None
-        if snap is None:
-            raise ValueError("nki.profile needs the URI of an open document")
+        snap = open_document(ls, PROFILE, args)
         task = await ls.session.task(snap)
         if task is None:
             ls.window_show_message(T.ShowMessageParams(type=T.MessageType.Warning, message=NO_TASK))

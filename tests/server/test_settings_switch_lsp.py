@@ -53,6 +53,7 @@ async def _hover(client: LanguageClient, uri: str, text: str) -> str:
 SWITCHES = [
     pytest.param({"target": "trn2"}, {"target": "trn1"}, "trn2", "✓ verified on trn1", id="target trn2 -> trn1"),
     pytest.param({"target": "trn1"}, {"target": "trn2"}, "trn1", "✓ verified on trn2", id="target trn1 -> trn2"),
+    pytest.param({"target": "trn3"}, {"target": "trn1"}, "trn3", "✓ verified on trn1", id="target trn3 -> trn1"),
     pytest.param({"target": "trn2"}, {"target": "trn2", "apiGeneration": "new"}, None, "trn2",
                  id="api generation auto -> new"),
 ]

@@ -150,7 +150,7 @@ async def test_a_dead_runner_gives_one_message_and_no_squiggles(client, token_fi
     stats = None
     while loop.time() < deadline:
         stats = await client.protocol.send_request_async("nki/stats", {})
-        if stats.sim_runs >= 3:
+        if stats.sim_runs >= 1:  # the last save's local verification (a save cancels the runs of the one before)
             break
         await asyncio.sleep(0.05)
     msgs = [m for m in _messages(client) if "127.0.0.1" in m]

@@ -213,16 +213,19 @@ def test_a_failing_tool_is_an_error_result_not_a_crash(tmp_path: Path) -> None:
     assert answer.is_error and "ConnectionError: runner unreachable" in answer.content
 
 
-def test_a_runaway_reply_is_capped_and_the_router_hears_it_once(tmp_path: Path) -> None:
+def test_a_runaway_reply_is_capped_and_the_router_hears_it_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from nki_agent.agent import loop
     from nki_agent.agent.protocol import ModelReply, ToolCall
 
-    many = ModelReply("", [ToolCall(f"v{k}", "verify", {"code": BUG}) for k in range(12)], "tool_use", Usage(1, 1), "m")
+    # the cap as a smaller number (each call that runs is a jailed verification): 8 of 12 -> 4 of 8
+    monkeypatch.setattr(loop, "MAX_CALLS_PER_TURN", 4)
+    many = ModelReply("", [ToolCall(f"v{k}", "verify", {"code": BUG}) for k in range(8)], "tool_use", Usage(1, 1), "m")
     first, second = Scripted([many], name="a", model="a"), Scripted([call("verify", edits=[FIX])], name="b", model="b")
     third = Scripted([say("never")], name="c", model="c")
     res = _run(tmp_path, BUG, Router([first, second, third]), max_turns=4)
     assert res.verdict == "verified" and third.requests == []
     results = second.requests[0].messages[-1].tool_results
-    assert len(results) == 12 and sum(r.content.startswith("not run: at most") for r in results) == 4
+    assert len(results) == 8 and sum(r.content.startswith("not run: at most 4") for r in results) == 4
 
 
 def test_nudge_and_implicit_verify_are_recorded_for_sft(tmp_path: Path) -> None:

@@ -5,10 +5,10 @@ so the same script times any revision of the project: run it once with this chec
 with an older checkout's, on the same examples, and compare the medians.
 
     .venv/bin/python benchmarks/verify_speed.py [--repeat 3] [--seeds 3] [--examples examples] [--json out.json]
-    # an older revision, same examples:
-    git worktree add /tmp/before REV && python3 -m venv /tmp/before-venv \
-      && /tmp/before-venv/bin/pip install -e /tmp/before "ml-dtypes==$(.venv/bin/python -c 'import ml_dtypes; print(ml_dtypes.__version__)')" \
-      && (cd /tmp/before && /tmp/before-venv/bin/python "$OLDPWD/benchmarks/verify_speed.py" --examples "$OLDPWD/examples")
+    # an older revision, same examples (its own checkout and venv beside this one, same ml-dtypes):
+    git worktree add ../nki-before REV && python3 -m venv ../nki-before-venv \
+      && ../nki-before-venv/bin/pip install -e '../nki-before[torch]' "ml-dtypes==$(.venv/bin/python -c 'import ml_dtypes; print(ml_dtypes.__version__)')" \
+      && (here=$PWD; cd ../nki-before && ../nki-before-venv/bin/python "$here/benchmarks/verify_speed.py" --examples "$here/examples")
 
 It prints per kernel the median seconds of each and, last, a JSON summary with the medians over kernels.
 """

@@ -55,7 +55,7 @@ def lenses(view: DocumentView, backend: str, has_task: bool, task_kernels: Seque
         shown = marked(run or sim, names)
     out = []
     for k in kernels:
-        if side is not None and k.name in side.kernels and k.name not in set(task_kernels):
+        if side is not None and k.name in side.kernels and k.name not in task_kernels:
             text = taskless_title(side, backend, taskless_facts, view.cost if k.line == estimated else None)
             out.append(Lens(k.line, text, text, "local"))
             continue

@@ -37,6 +37,16 @@ VERIFY = "nki.verify"
 FIX_KERNEL = "nki.fixKernel"
 
 
+NO_TASK = ("NKI: no task found for this kernel (add `# nki-task: path/to/task.py`, a sibling task.py, or a "
+           "nkiAgent.taskMap entry)")
+
+
+def no_task(ls: Any) -> dict[str, Any]:
+    """A command that needs a task, on a document without one: say so once, start nothing."""
+    ls.window_show_message(T.ShowMessageParams(type=T.MessageType.Warning, message=NO_TASK))
+    return {"started": False, "reason": "no task"}
+
+
 def open_document(ls: Any, command: str, args: tuple[Any, ...]) -> Snapshot:
     """The open document a command's first argument names (a URI or ``{"uri": ...}``); a clear error otherwise."""
     uri = uri_arg(args)
@@ -115,11 +125,7 @@ def register(ls: NkiLanguageServer) -> None:
         snap = open_document(ls, VERIFY, args)
         task = await ls.session.task(snap)
         if task is None:
-            ls.window_show_message(T.ShowMessageParams(
-                type=T.MessageType.Warning,
-                message="NKI: no task found for this kernel (add `# nki-task: path/to/task.py`, a sibling task.py, "
-                        "or a nkiAgent.taskMap entry)"))
-            return {"started": False, "reason": "no task"}
+            return no_task(ls)
         if ls.session.settings.runner_url:  # the runner verifies (and times) it too; its result joins the lens
             ls.scheduler.spawn(f"remote:{snap.uri}", ls.scheduler.remote.run(snap, task))
         asyncio.ensure_future(_verify_job(ls, snap, task))

@@ -19,7 +19,7 @@ from lsprotocol import types as T
 
 from ...toolchain.protocol.jobs import SimulateResult, VerifyResult
 from ..progress import WorkProgress
-from .commands import open_document
+from .commands import no_task, open_document
 
 if TYPE_CHECKING:
     from ..analysis import RunResult
@@ -28,8 +28,6 @@ if TYPE_CHECKING:
 SIMULATE = "nki.simulate"
 PROFILE = "nki.profile"
 VIAS = ("task", "shapes", "test", "main")
-NO_TASK = ("NKI: no task found for this kernel (add `# nki-task: path/to/task.py`, a sibling task.py, or a "
-           "nkiAgent.taskMap entry)")
 
 
 def summary(run: RunResult | None, what: str) -> tuple[str, T.MessageType]:
@@ -81,8 +79,7 @@ def register(ls: NkiLanguageServer) -> None:
         if via == "task":
             task = await ls.session.task(snap)
             if task is None:
-                ls.window_show_message(T.ShowMessageParams(type=T.MessageType.Warning, message=NO_TASK))
-                return {"started": False, "reason": "no task"}
+                return no_task(ls)
             work = ls.scheduler.run("simulate", snap, task)
         else:
             work = ls.scheduler.run_taskless(snap, via, kernel if via == "shapes" else "")
@@ -94,8 +91,7 @@ def register(ls: NkiLanguageServer) -> None:
         snap = open_document(ls, PROFILE, args)
         task = await ls.session.task(snap)
         if task is None:
-            ls.window_show_message(T.ShowMessageParams(type=T.MessageType.Warning, message=NO_TASK))
-            return {"started": False, "reason": "no task"}
+            return no_task(ls)
         remote = bool(ls.session.settings.runner_url)
         if remote:  # measured on the runner: its lens shows the latency it reports
             ls.scheduler.spawn(f"remote:{snap.uri}", ls.scheduler.remote.run(snap, task))

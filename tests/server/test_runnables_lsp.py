@@ -166,3 +166,23 @@ async def test_an_unknown_source_is_a_clear_error(client: LanguageClient, tmp_pa
         await client.workspace_execute_command_async(T.ExecuteCommandParams("nki.simulate", [uri, "x", "rm -rf"]))
     with pytest.raises(Exception, match="needs the URI of an open document"):
         await client.workspace_execute_command_async(T.ExecuteCommandParams("nki.profile", ["file:///nowhere.py"]))
+
+
+async def test_a_task_naming_a_host_wrapper_verifies_from_its_lens(client: LanguageClient, tmp_path: Path) -> None:
+    """The SPMD tutorial's shape: the task's ``KERNEL`` is plain host Python launching an ``@nki.jit`` kernel on
+    a grid. The lenses sit on the kernel it launches; its Verify verifies (no ``err_nested_kernel_with_spmd_grid``)."""
+    for name in ("kernel.py", "task.py"):
+        (tmp_path / name).write_text((FIXTURES / "host_wrapper" / name).read_text())
+    text = (tmp_path / "kernel.py").read_text()
+    uri = open_doc(client, tmp_path / "kernel.py")
+    pub = await wait_publish(client, uri, 1)
+    assert not [d for d in pub.diagnostics if d.severity == T.DiagnosticSeverity.Error], pub.diagnostics
+    kernel = line_of(text, "def add_kernel_")
+    rows = await lens_rows(client, uri)
+    assert titles_at(rows, kernel) == ["NKI: not verified — Verify", "▶ Simulate", "Profile"], rows
+    await run(client, next(r for r in rows if r[0] == kernel and r[1].endswith("Verify")))
+    rows = await wait_for(client, uri, "✓ verified")
+    assert [r[0] for r in rows if "✓ verified" in r[1]] == [kernel], rows
+    pubs = [p for p in client.published if p.uri == uri]  # type: ignore[attr-defined]
+    assert "err_nested_kernel_with_spmd_grid" not in {d.code for p in pubs for d in p.diagnostics}
+    assert not [d for d in pubs[-1].diagnostics if d.severity == T.DiagnosticSeverity.Error], pubs[-1].diagnostics

@@ -51,3 +51,25 @@ async def test_a_driver_that_compares_nothing_gets_no_tick(client: LanguageClien
     [(_, lens)] = got
     assert lens.startswith("NKI: ○ simulated via __main__") and "✓" not in lens, got
     assert "ran, nothing checked — self-reported by the file" in lens, got
+
+
+async def test_a_benchmark_driver_runs_once_and_its_latency_read_is_a_note(client: LanguageClient,
+                                                                          tmp_path: Path) -> None:
+    """``nki.benchmark(warmup=5, iters=10)`` in the driver: the kernel runs once at the driver's shape (no error,
+    ✓ for the check that passed), and the latency read the simulator cannot measure is an information note there."""
+    path = tmp_path / "add_main_benchmark.py"
+    shutil.copy(TASKLESS / path.name, path)
+    text = path.read_text()
+    uri = open_doc(client, path)
+    await wait_publish(client, uri, 1)
+    save(client, uri)
+    pub = await wait_publish(client, uri, 1, timeout=90, source="nki-sim")
+    assert not [d for d in pub.diagnostics if d.severity == T.DiagnosticSeverity.Error], pub.diagnostics
+    read_line = find(text, "bench.benchmark_result")[0]
+    [note] = [d for d in pub.diagnostics if d.code == "sim_unsupported_api"]
+    assert note.severity == T.DiagnosticSeverity.Information and note.range.start.line == read_line, note
+    assert "a measured latency needs Trainium hardware" in note.message, note.message
+    [(_, lens)] = await wait_lens(client, uri, "simulated via __main__")
+    assert lens.startswith("NKI: ✓ simulated via __main__"), lens
+    assert f"its checks pass (cut off at line {read_line + 1} by an API the simulator" in lens, lens
+

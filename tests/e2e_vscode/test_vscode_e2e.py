@@ -382,6 +382,19 @@ def test_select_target_and_runner_say_where_saves_use_the_runner_and_the_token_n
         assert any("(embedded)" in t and "Verify again" in t for t in tips), tips  # the detail, in the tooltip
         assert any("(simulator backend)" in t for t in tips), tips
         assert starts.read_text().splitlines() == ["start"], "the server was restarted"
+
+        # switching back to the local simulator (runnerUrl is machine-scoped: the server restarts on it) leaves
+        # nothing of the runner's verdict on screen; the next save verifies locally
+        wb.run_command("NKI Agent: Select runner")
+        _pick(wb, "Local")
+        said = str(wb.notification("verify with the embedded simulator").inner_text())
+        assert 'nkiAgent.verifyOnSave "local"' in said, said
+        wb.code_lens("^NKI: not verified")  # the restarted server: no verdict of the runner's
+        assert not [t for t in wb.code_lenses() if "NKI runner" in t], wb.code_lenses()
+        assert starts.read_text().splitlines() == ["start", "start"], "runnerUrl changed without a restart"
+        _edit_and_save(wb, "third save")
+        line = wb.code_lens("^NKI: ✓ verified on trn1")
+        assert "NKI runner" not in line, line
     finally:
         runner.stop()
 

@@ -8,6 +8,10 @@ if [ ! -x .venv/bin/python ]; then
   .venv/bin/python -m pip install -q --upgrade pip
 fi
 .venv/bin/python -m pip install -q -e '.[dev,torch]'
+# Bytecode for the project's own modules: an editable install compiles none, and the jailed workers never
+# write any (-B), so without it every worker compiles the simulator from source at start (~0.1 s of CPU each,
+# three workers per verification). Stale files are harmless: Python recompiles a changed module in memory.
+.venv/bin/python -m compileall -q -j 0 nki_agent toolchain diagnostics server agent runner > /dev/null
 
 # The VS Code extension, when npm is present: npm ci (versions pinned by package-lock.json), then the
 # bundle (extension/out/extension.js) and dist/nki-agent-<version>.vsix (which carries the server wheel).

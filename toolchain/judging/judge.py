@@ -99,9 +99,11 @@ def verify(kernel: str, task: str, seeds: int, target: str | None, kernel_name: 
                                       else [_malformed(task, "the reference worker's stream is incomplete")],
                                       stderr=ref.stderr), seeds)
         runs: dict[int, tuple[dict[str, Any], list[np.ndarray | None]]] = {}
-        for header, arrays in ker_w.stream():  # each seed's outputs, while the next seed runs
+        compared = _Compared(settings, plan)
+        for header, arrays in ker_w.stream():  # each seed's outputs, compared while the next seed runs
             if header.get("kind") == "run" and isinstance(header.get("seed"), int):
                 runs.setdefault(int(header["seed"]), (header, arrays))
+                compared.add(int(header["seed"]), *runs[int(header["seed"])])
         ker = ker_w.result()
     except BaseException:
         for w in (ref_w, ker_w):
@@ -111,7 +113,7 @@ def verify(kernel: str, task: str, seeds: int, target: str | None, kernel_name: 
     if ker.failed or "result" not in ker.body:
         return verify_result(dict(base, problems=_problems(ker.body), stderr=ker.stderr), seeds)
     try:
-        out, lines = _judge(ker.body, runs, plan, settings, kernel, task)
+        out, lines = _judge(ker.body, runs, plan, settings, kernel, task, compared)
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
         p = _malformed(kernel, f"the kernel worker's reply is malformed ({type(e).__name__}: {e})")
         return verify_result(dict(base, problems=[p], stderr=ker.stderr), seeds)
@@ -187,9 +189,12 @@ def _verify_traced(kernel: str, task: str, seed_list: list[int], seeds: int, tar
                                       else [_malformed(task, "the reference worker's stream is incomplete")],
                                       stderr=ref.stderr), seeds)
         runs: dict[int, tuple[dict[str, Any], list[np.ndarray | None]]] = {}
-        for header, arrays in ex_w.stream():
+        compared = _Compared(settings, plan) if simulation is None else None
+        for header, arrays in ex_w.stream():  # each seed compared as it arrives, while the next one runs
             if header.get("kind") == "run" and isinstance(header.get("seed"), int):
                 runs.setdefault(int(header["seed"]), (header, arrays))
+                if compared is not None:
+                    compared.add(int(header["seed"]), *runs[int(header["seed"])])
         ex = ex_w.result()
     except BaseException:
         for w in started:
@@ -207,7 +212,7 @@ def _verify_traced(kernel: str, task: str, seed_list: list[int], seeds: int, tar
         res = dict(res, problems=trace_problems + [p for p in list(res.get("problems", [])) if isinstance(p, dict)])
         body = dict(body, result=res)
     try:
-        out, lines = _judge(body, runs, plan, settings, kernel, task)
+        out, lines = _judge(body, runs, plan, settings, kernel, task, compared)
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
         p = _malformed(kernel, f"the executor's reply is malformed ({type(e).__name__}: {e})")
         return verify_result(dict(base, problems=trace_problems + [p], stderr=trace.stderr), seeds)
@@ -390,11 +395,45 @@ def _seed_plan(header: dict[str, Any], arrays: list[np.ndarray | None]) -> dict[
             "expected": list(arrays[n_in + n_par:])}
 
 
+class _Compared:
+    """Each seed's comparison, made as its ``run`` frame arrives (the executor runs the next seed meanwhile):
+    only the last seed's is left when the reply comes. A frame that does not match its header is left for
+    ``_judge``, which rejects it."""
+
+    def __init__(self, settings: dict[str, Any] | None, plan: list[dict[str, Any]]) -> None:
+        from nki_agent.toolchain.judging.roles import _task_settings
+
+        self.task = _task_settings(settings) if isinstance(settings, dict) else None
+        self.plan = {s["seed"]: s for s in plan}
+        self.done: dict[int, Any] = {}
+
+    def add(self, seed: int, run: dict[str, Any], arrays: list[np.ndarray | None]) -> None:
+        from nki_agent.toolchain.judging.verify import _compare_all
+
+        s = self.plan.get(seed)
+        if self.task is None or s is None or seed in self.done:
+            return
+        try:
+            n_out, n_args = int(run["outputs"]), int(run["arguments"])
+        except (KeyError, TypeError, ValueError):
+            return
+        if n_out < 0 or n_args < 0 or n_out + n_args != len(arrays):
+            return
+        self.done[seed] = _compare_all(self.task, list(arrays[:n_out]), s["expected"], seed)
+
+    def get(self, seed: int, got: list[Any], expected: list[np.ndarray], task: Any) -> Any:
+        from nki_agent.toolchain.judging.verify import _compare_all
+
+        done = self.done.pop(seed, None)
+        return done if done is not None else _compare_all(task, got, expected, seed)
+
+
 def _judge(body: dict[str, Any], frames: dict[int, tuple[dict[str, Any], list[np.ndarray | None]]],
            plan: list[dict[str, Any]], settings: dict[str, Any], kernel: str,
-           task: str) -> tuple[dict[str, Any], dict[int, int]]:
-    """Rebuild the verify result from the trusted plan and the kernel's ``run`` frames; also the line of
-    each seed's first mismatch, where the kernel's store log names it (display only)."""
+           task: str, compared: _Compared | None = None) -> tuple[dict[str, Any], dict[int, int]]:
+    """Rebuild the verify result from the trusted plan and the kernel's ``run`` frames (``compared``: the
+    seeds already compared as they arrived); also the line of each seed's first mismatch, where the kernel's
+    store log names it (display only)."""
     from nki_agent.toolchain.judging.roles import _task_settings
     from nki_agent.toolchain.sim.stores import line_of
     from nki_agent.toolchain.judging.verify import SeedResult, VerifyResult, _compare_all, mark_mutated, tolerance_for
@@ -421,7 +460,8 @@ def _judge(body: dict[str, Any], frames: dict[int, tuple[dict[str, Any], list[np
         if n_out < 0 or n_args < 0 or n_out + n_args != len(arrays):
             raise ValueError(f"seed {seed}: the run frame does not match its header")
         got, after = arrays[:n_out], arrays[n_out:]
-        r = _compare_all(task_settings, list(got), s["expected"], seed)
+        r = (compared.get(seed, list(got), s["expected"], task_settings) if compared is not None
+             else _compare_all(task_settings, list(got), s["expected"], seed))
         fm = r.first_mismatch
         if fm is not None and 0 <= fm.output < len(got) and getattr(got[fm.output], "shape", None) == \
                 s["expected"][fm.output].shape:

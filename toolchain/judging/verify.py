@@ -145,16 +145,9 @@ def compare(got: np.ndarray, exp: np.ndarray, atol: float, rtol: float, out_idx:
     g = got.astype(np.float64)
     e = exp.astype(np.float64)
     with np.errstate(all="ignore"):
-        diff = np.abs(g - e)
-        ok = np.isclose(g, e, atol=atol, rtol=rtol, equal_nan=True)
-        finite = np.isfinite(diff)
-        res.max_abs_error = float(diff[finite].max()) if finite.any() else 0.0
-        rel = diff / np.maximum(np.abs(e), 1e-12)
-        res.max_rel_error = float(rel[finite].max()) if finite.any() else 0.0
-        if not finite.all() and not np.array_equal(np.isnan(g), np.isnan(e)):
-            res.max_abs_error = float("inf")
+        ok = _close(g, e, atol, rtol, res)
     res.elements = int(g.size)
-    res.mismatches = int((~ok).sum())
+    res.mismatches = int(g.size - np.count_nonzero(ok))
     if res.mismatches:
         res.correct = False
         idx = [int(i) for i in np.argwhere(~ok)[0]]
@@ -166,6 +159,34 @@ def compare(got: np.ndarray, exp: np.ndarray, atol: float, rtol: float, out_idx:
                        f"output {out_idx}{idx}: got {res.first_mismatch.got}, expected {res.first_mismatch.expected}"
                        + (" — NaN means the kernel never wrote this element (fresh memory is NaN)" if nan else ""))
     return res
+
+
+def _close(g: np.ndarray, e: np.ndarray, atol: float, rtol: float, res: SeedResult) -> np.ndarray:
+    """``np.isclose(g, e, atol, rtol, equal_nan=True)``, and the largest absolute and relative errors over the
+    elements where both are finite into ``res``. Where every element is finite (a kernel that ran) it is
+    ``|g - e| <= atol + rtol * |e|`` in place, in about half the passes of ``isclose`` plus the masked maxima
+    (the parent compares every seed's outputs: 0.05 s → 0.02 s for 2 M elements); else ``isclose`` itself."""
+    diff = np.subtract(g, e)
+    np.abs(diff, out=diff)
+    top = diff.max() if diff.size else 0.0
+    if np.isfinite(top):  # no NaN, no inf in either array
+        scale = np.abs(e)
+        tol = np.multiply(scale, rtol)
+        tol += atol
+        ok = np.less_equal(diff, tol)
+        np.maximum(scale, 1e-12, out=scale)
+        np.divide(diff, scale, out=diff)
+        res.max_abs_error = float(top)
+        res.max_rel_error = float(diff.max()) if diff.size else 0.0
+        return ok
+    ok = np.isclose(g, e, atol=atol, rtol=rtol, equal_nan=True)
+    finite = np.isfinite(diff)
+    res.max_abs_error = float(diff[finite].max()) if finite.any() else 0.0
+    rel = diff / np.maximum(np.abs(e), 1e-12)
+    res.max_rel_error = float(rel[finite].max()) if finite.any() else 0.0
+    if not finite.all() and not np.array_equal(np.isnan(g), np.isnan(e)):
+        res.max_abs_error = float("inf")
+    return ok
 
 
 def run_reference(task: Task, inputs: list[Any]) -> list[np.ndarray]:

@@ -331,11 +331,8 @@ class Names:
 
 
 def decode(x: Any, names: Names, depth: int = 0) -> Any:
-    """Plain JSON data → the argument value the executor passes to the simulator."""
-    from nki_agent.toolchain.sim.buffers import Buffer
-    from nki_agent.toolchain.sim.index import Index, Mask
-    from nki_agent.toolchain.sim.storage import ParDim
-
+    """Plain JSON data → the argument value the executor passes to the simulator (the simulator's classes are
+    imported in the branches that build them: every argument of every call of every seed passes here)."""
     if depth > MAX_DEPTH:
         raise ProgramError("argument nested too deeply")
     if x is None or isinstance(x, (str, bool)):
@@ -360,12 +357,18 @@ def decode(x: Any, names: Names, depth: int = 0) -> Any:
         a, b, c = _l(body)
         return slice(decode(a, names, d), decode(b, names, d), decode(c, names, d))
     if kind == "ix":
+        from nki_agent.toolchain.sim.index import Index
+
         return Index(decode_array(body))
     if kind == "mk":
+        from nki_agent.toolchain.sim.index import Mask
+
         return Mask(decode_array(body).astype(bool))
     if kind == "el":
         return Ellipsis
     if kind == "pd":
+        from nki_agent.toolchain.sim.storage import ParDim
+
         return ParDim(_i(body))
     if kind == "en":
         cls, member = _l(body)
@@ -396,6 +399,8 @@ def decode(x: Any, names: Names, depth: int = 0) -> Any:
         k, shared, label, params = _l(body)
         if k not in ("hbm", "sbuf", "psum"):
             raise ProgramError(f"unknown buffer {k!r}")
+        from nki_agent.toolchain.sim.buffers import Buffer
+
         return Buffer(k, bool(shared), _s(label), decode(params, names, d))
     if kind == "fn":
         return names.fn(_s(body))

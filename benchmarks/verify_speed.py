@@ -11,6 +11,13 @@ with an older checkout's, on the same examples, and compare the medians.
       && (here=$PWD; cd ../nki-before && ../nki-before-venv/bin/python "$here/benchmarks/verify_speed.py" --examples "$here/examples")
 
 It prints per kernel the median seconds of each and, last, a JSON summary with the medians over kernels.
+
+Like the editor's server and the agent, this is one long-lived process: from its second verification on, the
+executor is a warm one (``toolchain/isolation/standby.py``). ``--cold`` turns warm workers off (every worker
+is started by the call that uses it, as in a one-shot ``nki-agent verify``). Revisions older than warm workers
+ignore the setting. Without bytecode for the project's modules (``scripts/install.sh`` compiles it; an
+editable install alone does not, and neither does a machine with ``PYTHONDONTWRITEBYTECODE``) every jailed
+worker compiles them at start: compare revisions installed the same way.
 """
 
 from __future__ import annotations
@@ -40,7 +47,12 @@ def main() -> int:
     ap.add_argument("--examples", default=str(ROOT / "examples"))
     ap.add_argument("--filter", default="")
     ap.add_argument("--json", default="")
+    ap.add_argument("--cold", action="store_true", help="no warm workers (NKI_AGENT_WARM_WORKERS=0)")
     args = ap.parse_args()
+    if args.cold:
+        import os
+
+        os.environ["NKI_AGENT_WARM_WORKERS"] = "0"
     from nki_agent.toolchain import api
 
     kernels = sorted(k for k in Path(args.examples).glob("*/kernel_*.py") if args.filter in str(k))
@@ -59,7 +71,7 @@ def main() -> int:
         v, s = _median_time(verify, args.repeat), _median_time(simulate, args.repeat)
         rows.append({"kernel": f"{k.parent.name}/{k.name}", "verify_s": round(v, 3), "simulate_s": round(s, 3)})
         print(f"{rows[-1]['kernel']:48s} verify {v:6.2f}s  simulate {s:6.2f}s", flush=True)
-    summary = {"kernels": len(rows), "median_verify_s": statistics.median(r["verify_s"] for r in rows),
+    summary = {"kernels": len(rows), "cold": args.cold, "median_verify_s": statistics.median(r["verify_s"] for r in rows),
                "median_simulate_s": statistics.median(r["simulate_s"] for r in rows)}
     print(json.dumps(summary))
     if args.json:

@@ -41,7 +41,19 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 @pytest.fixture(scope="module", autouse=True)
-def subreaper() -> Iterator[None]:
+def no_warm_workers() -> Iterator[None]:
+    """The tools here (and their harness, server and runner processes) start no warm workers: a warm executor
+    is started after a run, for the next job, by design, and the survivor check counts every process a run
+    leaves behind. Hostile programs through a warm executor: ``tests/toolchain/test_standby.py``."""
+    from nki_agent.toolchain.isolation import standby
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(standby.ENV, "0")
+        yield
+
+
+@pytest.fixture(scope="module", autouse=True)
+def subreaper(no_warm_workers: None) -> Iterator[None]:
     """Every process a run orphans re-parents to this test process, so none escapes the survivor check."""
     set_subreaper(True)
     try:

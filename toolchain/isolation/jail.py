@@ -298,6 +298,15 @@ def python_paths() -> tuple[str, ...]:
     return tuple(_dedupe(paths))  # fixed for the process: computed once, not per jailed worker
 
 
+def visible(path: str, readable: Sequence[str] = ()) -> bool:
+    """Whether a jail binding ``readable`` (besides the Python installation and the system folders) shows ``path``."""
+    roots = [*python_paths(), *SYSTEM_DIRS, *ETC_FILES, *readable]
+    for p in dict.fromkeys((os.path.abspath(path), os.path.realpath(path))):
+        if any(p == r or p.startswith(r.rstrip("/") + "/") for r in roots if r):
+            return True
+    return False
+
+
 def _dedupe(paths: Sequence[str]) -> list[str]:
     out: list[str] = []
     for p in paths:

@@ -166,10 +166,11 @@ class Worker:
     """A started job. ``send`` more frames on its stdin, then ``result()`` waits for its reply."""
 
     def __init__(self, job: Job, timeout: float = DEFAULT_TIMEOUT, memory_bytes: int = DEFAULT_MEMORY,
-                 cancel: threading.Event | None = None) -> None:
+                 cancel: threading.Event | None = None, idle: float | None = None) -> None:
         self.job, self.timeout, self.cancel = job, timeout, cancel
         self.killed = False
-        self.deadline = time.monotonic() + timeout
+        # a warm worker (``standby.py``) waits up to ``idle`` seconds; its job's ``timeout`` starts at ``claim``
+        self.deadline = time.monotonic() + (timeout if idle is None else idle)
         req = dict(job.request)
         req.setdefault("time_limit", max(timeout - 2.0, timeout * 0.9))
         req.update(memory_bytes=memory_bytes, cpu_seconds=int(timeout * 2) + 5)
@@ -219,6 +220,11 @@ class Worker:
         self._writer = threading.Thread(target=self._write, name="nki-sandbox-stdin", daemon=True)
         self._writer.start()
         self.send(req)
+
+    def claim(self, timeout: float, cancel: threading.Event | None) -> None:
+        """A warm worker becomes a job's: the wall-clock limit and the cancel event are the job's from now."""
+        self.timeout, self.cancel = timeout, cancel
+        self.deadline = time.monotonic() + timeout
 
     def send(self, header: dict[str, Any], arrays: Sequence[np.ndarray | None] = ()) -> None:
         self._frames.put(wire.encode(header, arrays))

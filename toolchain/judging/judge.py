@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from nki_agent.toolchain.protocol import jobs as protocol
-from nki_agent.toolchain.isolation import sandbox
+from nki_agent.toolchain.isolation import sandbox, standby
 from nki_agent.toolchain.facts.errors import Problem, SourceLocation
 
 OUTPUT_SLACK = 1 << 20  # bytes the kernel's reply may exceed 4x (expected outputs + inputs) by
@@ -157,7 +157,8 @@ def _verify_traced(kernel: str, task: str, seed_list: list[int], seeds: int, tar
     t0 = time.monotonic()
     ref_w = sandbox.start(sandbox.Job({"op": "reference", "task": task, "seeds": len(seed_list),
                                        "seed_list": seed_list, "search_path": sp,
-                                       "inputs_only": simulation is not None}), timeout=timeout, cancel=cancel)
+                                       "inputs_only": simulation is not None, "shapes": simulation is None}),
+                                      timeout=timeout, cancel=cancel)
     started = [ref_w]
     try:
         tr_w = sandbox.start(sandbox.Job(dict(extra, op="trace", kernel=kernel, task=task, target=target,
@@ -165,12 +166,13 @@ def _verify_traced(kernel: str, task: str, seed_list: list[int], seeds: int, tar
                                          hidden=hidden, max_result_bytes=TRACE_REPLY_BYTES),
                              timeout=timeout, cancel=cancel)
         started.append(tr_w)
-        # no user file is bound into the executor's jail: it gets the kernel's text for messages, never runs it
-        ex_w = sandbox.start(sandbox.Job(dict(extra, op="execute", kernel_file=kernel, task_file=task, target=target,
-                                              source=_source(kernel)),
-                                         hidden=hidden, max_result_bytes=EARLY_REPLY_BYTES, imports_only=True),
-                             timeout=timeout, cancel=cancel)
+        # no user file is bound into the executor's jail: it gets the kernel's text for messages, never runs it;
+        # a warm one (``standby``) when this process has one ready
+        ex_job = _executor_job(extra, hidden)
+        ex_w = standby.claim(ex_job, timeout, cancel=cancel) or sandbox.start(ex_job, timeout=timeout, cancel=cancel)
         started.append(ex_w)
+        ex_w.send({"kind": "job", "kernel_file": kernel, "task_file": task, "target": target,
+                   "source": _source(kernel)})
     except BaseException:
         for w in started:
             w.kill()
@@ -181,6 +183,7 @@ def _verify_traced(kernel: str, task: str, seed_list: list[int], seeds: int, tar
         settings, plan = _relay_traced(ref_w, tr_w, ex_w, seed_list)
         ref = ref_w.result()
         trace = tr_w.result()
+        standby.prepare(ex_job, timeout)  # the next one warms on the core the reference and the tracer left
         base["sandbox"] = tr_w.sandbox
         if ref.failed or settings is None or _problems(ref.body, none=True) or len(plan) != len(seed_list):
             ex_w.kill()
@@ -243,6 +246,16 @@ def _simulated(res: dict[str, Any], runs: dict[int, tuple[dict[str, Any], list[n
                               seconds=round(time.monotonic() - t0, 3)), 1)
 
 
+def _executor_job(extra: dict[str, Any], hidden: tuple[str, ...]) -> sandbox.Job:
+    """The executor's job: the same for every verification with these settings (its job frame says which
+    kernel), so a warm one can be started before it is known. Of the hidden files only those its jail could
+    see at all are hidden (its jail binds no user folder)."""
+    from nki_agent.toolchain.isolation import jail
+
+    return sandbox.Job(dict(extra, op="execute"), hidden=tuple(p for p in hidden if jail.visible(p)),
+                       max_result_bytes=EARLY_REPLY_BYTES, imports_only=True)
+
+
 def _source(path: str) -> str | None:
     """The kernel file's text, for the executor's messages (it never runs it)."""
     try:
@@ -296,6 +309,16 @@ def _relay_traced(ref_w: sandbox.Worker, tr_w: sandbox.Worker, ex_w: sandbox.Wor
                 settings = header["settings"]
                 tr_w.send({"kind": "settings", "settings": settings})
                 ex_w.send({"kind": "settings", "settings": settings})
+            elif kind == "shapes" and settings is not None and not plan and not asked:
+                # seed 0's shapes before its reference runs: the kernel is traced meanwhile. A hint only: the
+                # seed frame's own arrays decide which program each seed runs (another signature is traced then)
+                spec = _spec_hint(header.get("spec"))
+                if spec is not None and isinstance(header.get("inputs"), int):
+                    key = json.dumps([header["inputs"], spec])
+                    asked.add(key)
+                    tr_w.send({"kind": "spec", "key": key, "spec": spec, "inputs": header["inputs"]})
+            elif kind == "shapes":
+                continue
             elif kind == "seed" and settings is not None and len(plan) < len(seed_list):
                 s = _seed_plan(header, arrays)
                 if s["seed"] != seed_list[len(plan)]:
@@ -324,6 +347,26 @@ def _relay_traced(ref_w: sandbox.Worker, tr_w: sandbox.Worker, ex_w: sandbox.Wor
         ex_w.send({"kind": "end"})
         ex_w.close_input()
     return settings, plan
+
+
+def _spec_hint(spec: Any) -> list[dict[str, Any]] | None:
+    """A ``shapes`` frame's spec, rebuilt from its fields (shapes as ints, dtype names the wire knows), or None."""
+    from nki_agent.toolchain.protocol.wire import plain_dtype
+
+    if not isinstance(spec, list) or len(spec) > 64:
+        return None
+    out = []
+    for s in spec:
+        if not isinstance(s, dict) or not isinstance(s.get("shape"), list) or not isinstance(s.get("dtype"), str) \
+                or len(s["shape"]) > 8 or not all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 1 << 40
+                                                  for d in s["shape"]):
+            return None
+        try:
+            plain_dtype(s["dtype"])
+        except (ValueError, TypeError):
+            return None
+        out.append({"shape": [int(d) for d in s["shape"]], "dtype": str(s["dtype"])})
+    return out
 
 
 def _device_fields(devices: Sequence[str], env: Mapping[str, str] | None) -> dict[str, Any]:

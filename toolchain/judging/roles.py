@@ -87,6 +87,7 @@ def reference_role(req: dict[str, Any], emit: Emit) -> tuple[dict[str, Any], lis
     inputs, parameters and expected outputs) as soon as it is drawn, so the kernel can run seed k while
     the reference draws seed k + 1; the reply ends the stream."""
     from nki_agent.toolchain.tasks import load_task, search_path
+    from nki_agent.toolchain.judging.trace_roles import spec_of
     from nki_agent.toolchain.judging.verify import _as_list, _to_np, draw, task_problem
 
     task_path = req["task"]
@@ -95,11 +96,16 @@ def reference_role(req: dict[str, Any], emit: Emit) -> tuple[dict[str, Any], lis
         emit({"kind": "settings", "settings": settings_of(task)}, [])
         inputs_only = bool(req.get("inputs_only"))  # a simulation: the task's inputs, no reference run
         for seed in seed_list(req):
+            def shapes(ins: list[np.ndarray], params: list[np.ndarray], seed: int = seed) -> None:
+                if req.get("shapes") is True and seed == seed_list(req)[0]:
+                    emit({"kind": "shapes", "inputs": len(ins), "spec": spec_of(ins + params)}, [])
+
             if inputs_only:
                 task.seed(seed)
                 inputs, expected, t_ref = _as_list(task.get_inputs()), [], 0.0
             else:
-                inputs, expected, t_ref = draw(task, seed)
+                # with ``shapes``, the first seed's shapes first, so that the kernel is traced while the reference runs (``draw``'s steps)
+                inputs, expected, t_ref = draw(task, seed, shapes)
             ins = [_to_np(x) for x in inputs]
             params = [_to_np(p) for p in task.model_parameters()]
             outs = [np.ascontiguousarray(e) for e in expected]

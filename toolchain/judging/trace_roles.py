@@ -147,8 +147,9 @@ def trace_role(req: dict[str, Any], next_frame: Frames, emit: Emit) -> tuple[dic
     return {"ok": True, "kind": "done", "traced": traced, "problems": [p.as_dict() for p in problems]}, []
 
 
-def _warm() -> None:
-    """Import the cost model and build both generations' NKI namespaces before the first program arrives."""
+def _warm(run: bool = False) -> None:
+    """Import the cost model and build both generations' NKI namespaces before the first program arrives;
+    ``run``: also trace and execute the toolchain's own warm-up kernel (a warm executor, ``judging/warmup.py``)."""
     from nki_agent.toolchain.sim import runtime
     from nki_agent.toolchain.sim.replay import _namespaces
 
@@ -161,28 +162,48 @@ def _warm() -> None:
         import sys
 
         print(f"nki-agent: cost model unavailable: {type(e).__name__}: {e}", file=sys.stderr)
+    if run:
+        try:
+            from nki_agent.toolchain.judging import warmup
+
+            warmup.run()
+        except Exception as e:  # noqa: BLE001 - a cold first call is slower, never wrong
+            import sys
+
+            print(f"nki-agent: warm-up kernel failed: {type(e).__name__}: {e}", file=sys.stderr)
 
 
 def executor_role(req: dict[str, Any], next_frame: Frames,
                   emit: Emit) -> tuple[dict[str, Any], list[np.ndarray | None]]:
-    """Execute the traced program on each seed's arrays; ``run`` frames as ``roles.kernel_role`` sent them."""
+    """Execute the traced program on each seed's arrays; ``run`` frames as ``roles.kernel_role`` sent them.
+
+    Frames: ``job`` (the kernel's and task's paths, the target and the kernel's text: what the request of a warm
+    executor, started before its job was known, cannot carry), ``settings``, then ``program`` / ``seed`` ones.
+    A warm executor (``"warm": true``) warms up before its job arrives; a cold one once the settings do."""
     from nki_agent.toolchain.judging.roles import _task_settings, launch_records, run_frames
     from nki_agent.toolchain.protocol.program import ProgramError, unpack
     from nki_agent.toolchain.sim.replay import ProgramDispatch, ProgramKernel, use_source
     from nki_agent.toolchain.judging.verify import Case, VerifyResult, run_cases
     from nki_agent.toolchain.isolation.worker import _calibration
 
-    kernel_path = str(req.get("kernel_file", ""))
-    result = VerifyResult(kernel=kernel_path, task=str(req.get("task_file", "")), target=req.get("target") or "")
+    warm = req.get("warm") is True
+    if warm:
+        _warm(run=True)
+    job, _ = next_frame()
+    job = job if job.get("kind") == "job" else {}
+    kernel_path = str(job.get("kernel_file", ""))
+    target = job.get("target") if isinstance(job.get("target"), str) else None
+    result = VerifyResult(kernel=kernel_path, task=str(job.get("task_file", "")), target=target or "")
     runs: dict[str, Any] = {}
-    if isinstance(req.get("source"), str):
-        use_source(kernel_path, req["source"])
+    if isinstance(job.get("source"), str):
+        use_source(kernel_path, job["source"])
     try:
         header, _ = next_frame()
-        # warmed once the settings arrive — the reference has loaded its task, the tracer is loading the kernel
-        # — while the reference draws and the kernel is traced: off the critical path, and not competing with
-        # those two processes' start-up for the CPU (on 2 cores three start-ups at once cost ~0.3 s)
-        _warm()
+        # a cold executor warms once the settings arrive — the reference has loaded its task, the tracer is
+        # loading the kernel — while the reference draws and the kernel is traced: off the critical path, and
+        # not competing with those two processes' start-up for the CPU
+        if not warm:
+            _warm()
         settings = _task_settings(header.get("settings") or {})
         records = launch_records(settings)
         programs: dict[Any, Any] = {}
@@ -210,7 +231,7 @@ def executor_role(req: dict[str, Any], next_frame: Frames,
 
         judge = run_frames(seed_args, records, runs, emit)
         kernel = ProgramDispatch()
-        result = run_cases(kernel, settings, kernel_path, cases(), judge, req.get("target"),  # type: ignore[arg-type]
+        result = run_cases(kernel, settings, kernel_path, cases(), judge, target,  # type: ignore[arg-type]
                            req.get("time_limit"), calibration=_calibration(req))
         result.generation = kernel.generation
     except NkiError as e:

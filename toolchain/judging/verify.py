@@ -189,8 +189,9 @@ def _close(g: np.ndarray, e: np.ndarray, atol: float, rtol: float, res: SeedResu
     return ok
 
 
-def run_reference(task: Task, inputs: list[Any]) -> list[np.ndarray]:
-    ref = task.make_reference()
+def run_reference(task: Task, inputs: list[Any], ref: Callable[..., Any] | None = None) -> list[np.ndarray]:
+    """The reference's outputs on ``inputs`` (``ref``: the callable ``task.make_reference`` made; else made here)."""
+    ref = ref if ref is not None else task.make_reference()
     if task.reference is None:
         import torch
 
@@ -224,13 +225,20 @@ class Case:
 Judge = Callable[[int, list[Any], Any, list[str]], SeedResult]
 
 
-def draw(task: Task, seed: int) -> tuple[list[Any], list[np.ndarray], float]:
-    """Seed every RNG, draw the task's inputs, run the reference: (inputs, expected outputs, seconds)."""
+def draw(task: Task, seed: int, drawn: Callable[[list[np.ndarray], list[np.ndarray]], None] | None = None
+         ) -> tuple[list[Any], list[np.ndarray], float]:
+    """Seed every RNG, draw the task's inputs, run the reference: (inputs, expected outputs, seconds).
+
+    ``drawn(inputs, parameters)`` (as arrays) is called once the inputs are drawn and the model built, before
+    the reference runs (the judge traces the kernel on their shapes meanwhile)."""
     task.seed(seed)
     inputs = _as_list(task.get_inputs())
     task.seed(seed)
     t0 = time.perf_counter()
-    expected = run_reference(task, copy.deepcopy(inputs) if task.reference is None else inputs)
+    ref = task.make_reference()
+    if drawn is not None:
+        drawn([_to_np(x) for x in inputs], [_to_np(p) for p in task.model_parameters()])
+    expected = run_reference(task, copy.deepcopy(inputs) if task.reference is None else inputs, ref)
     return inputs, expected, time.perf_counter() - t0
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+from typing import Protocol
 from collections.abc import Callable
 
 from .fixes import apply_edits
@@ -89,7 +90,15 @@ def taken_names(root: ast.AST) -> set[str]:
     return out
 
 
-def fresh(base: str, taken: set[str]) -> str:
+class NameSet(Protocol):
+    """What ``fresh`` needs of the taken names (a ``set`` is one)."""
+
+    def __contains__(self, name: object) -> bool: ...
+
+    def add(self, name: str) -> None: ...
+
+
+def fresh(base: str, taken: NameSet) -> str:
     """``base``, ``base2``, ... : the first not in ``taken`` (which then holds it)."""
     name, k = base, 1
     while name in taken:

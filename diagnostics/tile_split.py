@@ -69,7 +69,9 @@ class _Analysis:
         self.fn, self.aliases, self.generation = fn, aliases, generation
         self.params = {a.arg for a in fn.args.args + fn.args.kwonlyargs + fn.args.posonlyargs}
         self.assigned = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-        self.constants = {k: v for k, v in constants.items() if k not in self.assigned and k not in self.params}
+        # read by name, never as a whole: the static tier reuses this kernel's results while the constants and
+        # imports it looked up keep their values (``static/reads.py``), whatever else the module gains
+        self.module_constants = constants
         self.shapes = dict(shapes)
         for a in fn.args.args + fn.args.kwonlyargs:
             if isinstance(a.annotation, ast.Subscript) and ed.qual(a.annotation.value, aliases) in (
@@ -83,7 +85,7 @@ class _Analysis:
                     and ed.api_name(stmt.value.func, self.aliases, "language") == "ndarray" and stmt.value.args \
                     and isinstance(stmt.value.args[0], ast.Tuple):
                 self.shapes.setdefault(stmt.targets[0].id, tuple(self.const(d) for d in stmt.value.args[0].elts))
-        self.taken = ed.taken_names(fn) | set(aliases) | set(constants)
+        self.taken = _Taken(ed.taken_names(fn), aliases, constants)
         self.occurrences: dict[str, list[ast.Name]] = {}
         self.declared: set[str] = set()  # global / nonlocal names
         self.place: dict[int, tuple[list[ast.stmt], int]] = {}  # statement -> (its body, its index there)
@@ -107,8 +109,16 @@ class _Analysis:
         name keeps its value (the block binds tiles only), so any other name is an opaque atom."""
         return {"": 0} if e is None else ed.linear(e, self.aliases, self._name_value)
 
+    def constant(self, name: str) -> int | None:
+        """The integer module constant ``name`` names here (not a parameter or a name the kernel assigns)."""
+        if name in self.assigned or name in self.params:
+            return None
+        value = self.module_constants.get(name)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
     def _name_value(self, name: str) -> int | str:
-        return self.constants.get(name, "atom")
+        value = self.constant(name)
+        return "atom" if value is None else value
 
     def const(self, e: ast.expr) -> int | None:
         return ed.lin_const(self.lin(e))
@@ -121,7 +131,7 @@ class _Analysis:
         if isinstance(e, ast.UnaryOp) and isinstance(e.op, (ast.USub, ast.UAdd)):
             return self.static(e.operand)
         if isinstance(e, ast.Name):
-            return e.id in self.constants
+            return self.constant(e.id) is not None
         if isinstance(e, ast.Attribute):
             if e.attr == "dtype" and isinstance(e.value, ast.Name):
                 return True
@@ -170,14 +180,40 @@ def split_block(fn: ast.FunctionDef | ast.AsyncFunctionDef, text: str, stmt: ast
     return None
 
 
+class _Taken:
+    """The names a new one must not collide with: the kernel's own, then module imports and constants looked
+    up one by one (``ed.fresh`` asks ``in`` and ``add``s)."""
+
+    def __init__(self, own: set[str], aliases: dict[str, str], constants: dict[str, int]) -> None:
+        self.own, self.aliases, self.constants = own, aliases, constants
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and (name in self.own or name in self.aliases or name in self.constants)
+
+    def add(self, name: str) -> None:
+        self.own.add(name)
+
+    def copy(self) -> "_Taken":
+        return _Taken(set(self.own), self.aliases, self.constants)
+
+
+def _alias(an: "_Analysis", module: str) -> str | None:
+    """The shortest name the kernel itself uses for ``nki.<module>`` (looked up name by name); else the
+    module's shortest (``ed.alias_of``: every import read)."""
+    wanted = (f"neuronxcc.nki.{module}", f"nki.{module}")
+    used = sorted((n for n in an.occurrences if n.isidentifier() and n not in an.assigned and n not in an.params
+                   and an.aliases.get(n) in wanted), key=lambda n: (len(n), n))
+    return used[0] if used else ed.alias_of(an.aliases, module)
+
+
 _ANALYSES: list[_Analysis] = []  # the last few functions (one check_text call flags many lines of one kernel)
 
 
 def _analysis(fn: ast.FunctionDef | ast.AsyncFunctionDef, text: str, aliases: dict[str, str],
               constants: dict[str, int], generation: str, shapes: dict[str, tuple[int | None, ...]]) -> _Analysis:
     for an in _ANALYSES:  # the entry holds ``fn`` alive, so an equal identity is the same function
-        if an.fn is fn and an.text is text and an.aliases == aliases and an.generation == generation \
-                and an.given == (constants, shapes):
+        if an.fn is fn and an.text is text and an.aliases is aliases and an.generation == generation \
+                and an.given[0] is constants and an.given[1] == shapes:
             return an
     an = _Analysis(fn, aliases, constants, generation, shapes)
     an.text, an.given = text, (constants, shapes)
@@ -384,7 +420,7 @@ def _expr(an: _Analysis, e: ast.expr, b: _Block, rows: int, permissive: bool) ->
 def _is_tile(an: _Analysis, e: ast.Name, b: _Block, permissive: bool) -> bool:
     if e.id in b.tiles:
         return True
-    return permissive and e.id not in an.aliases and e.id not in an.constants and e.id not in an.params
+    return permissive and e.id not in an.aliases and an.constant(e.id) is None and e.id not in an.params
 
 
 def _free_axes(e: ast.expr) -> bool:
@@ -416,7 +452,7 @@ def _access(an: _Analysis, e: ast.expr, b: _Block, rows: int, store: bool) -> No
         for key in keys:
             if any(isinstance(n, (ast.Call, ast.Starred, ast.Lambda, ast.NamedExpr)) for n in ast.walk(key)):
                 raise Refuse
-            if ed.names_in(key) & (b.tiles | set(an.aliases)):
+            if any(n in b.tiles or n in an.aliases for n in ed.names_in(key)):
                 raise Refuse
         acc = _Access(first, first.lower)
     else:
@@ -444,12 +480,12 @@ def _rewrite(an: _Analysis, text: str, stmts: list[ast.stmt], b: _Block, rows: i
     first, last = stmts[0], stmts[-1]
     if last.end_lineno is None or not all(ed.own_lines(lines, s, tabs=True) for s in stmts):
         return None
-    taken = set(an.taken)
+    taken = an.taken.copy()
     loop, size = ed.fresh("i", taken), ed.fresh("rows", taken)
     lead = lines[first.lineno - 1][:len(lines[first.lineno - 1]) - len(lines[first.lineno - 1].lstrip())]
     unit = indent_unit(lines, an.fn)
     full, rem = divmod(rows, PMAX)
-    nl = ed.alias_of(an.aliases, "language")
+    nl = _alias(an, "language")
     tail: list[str] = []
     if an.generation == "classic":  # symbolic loop indices: a remainder is a straight-line tail block
         if nl is None:

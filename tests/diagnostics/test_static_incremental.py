@@ -131,3 +131,42 @@ def test_an_edit_reanalyses_only_the_edited_function(monkeypatch: pytest.MonkeyP
     analysed.clear()  # a syntax error in kernel3: nothing else is analysed again, its diagnostic goes
     broken = edited.replace("def kernel3(a):", "def kernel3(a:")
     assert len(check_text("k.py", broken)) == 4 and analysed == []
+
+
+WIDE = '''import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
+
+N = 512
+
+
+@nki.jit
+def wide(a):
+    out = nl.ndarray((256, N), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(a[0:256, 0:N])
+    nl.store(out[0:256, 0:N], value=nl.exp(t))
+    return out
+'''
+
+
+@pytest.mark.parametrize(("added", "analysed_again"), [
+    ("EXTRA = 7\n", False),  # unrelated: the split fix of `wide` read neither
+    ("import json as json_1\n", False),
+    ("i = 3\n", True),  # the fix's loop variable would shadow it: the fix names it i2
+    ("N = 1024\n", True),  # a constant the kernel reads, rebound
+    ("import numpy as nl\n", True),  # the alias the kernel and its fix use, rebound
+])
+def test_a_kernel_with_a_fix_is_analysed_again_only_for_a_name_its_fix_or_checks_read(
+        added: str, analysed_again: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    clear_caches()
+    before = check_text("k.py", WIDE)
+    assert [d.code for d in before] == ["err_num_partition_exceed_arch_limit"] and before[0].fixes
+    analysed: list[str] = []
+    run = analyse.run
+    monkeypatch.setattr(analyse, "run", lambda node, *a: analysed.append(node.name) or run(node, *a))
+    edited = WIDE.replace("N = 512\n", "N = 512\n" + added)
+    after = check_text("k.py", edited)
+    assert analysed == (["wide"] if analysed_again else [])
+    clear_caches()
+    assert check_text("k.py", edited) == after  # reused or not, what a check from scratch gives
+    if added.startswith("i ="):
+        assert "for i2 in" in after[0].fixes[0].edits[0].new_text

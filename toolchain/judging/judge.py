@@ -183,7 +183,8 @@ def _verify_traced(kernel: str, task: str, seed_list: list[int], seeds: int, tar
         settings, plan = _relay_traced(ref_w, tr_w, ex_w, seed_list)
         ref = ref_w.result()
         trace = tr_w.result()
-        standby.prepare(ex_job, timeout)  # the next one warms on the core the reference and the tracer left
+        if cancel is None or not cancel.is_set():  # the next one warms on the core the reference and tracer left
+            standby.prepare(ex_job, timeout)
         base["sandbox"] = tr_w.sandbox
         if ref.failed or settings is None or _problems(ref.body, none=True) or len(plan) != len(seed_list):
             ex_w.kill()

@@ -422,3 +422,11 @@ def test_a_simulation_runs_the_verdicts_path(monkeypatch: pytest.MonkeyPatch) ->
     ops = {op for op, _, _ in sent}
     assert ops == {"reference", "trace", "execute"}  # no single kernel+task worker ("simulate")
     assert all(n == 0 for op, _, n in sent if op == "trace")
+
+
+def test_numpy_submodules_a_kernel_or_its_helper_names_are_imported_before_the_tripwire() -> None:
+    """The tracer imports numpy.testing / ma / fft / polynomial only where the kernel's sources (its file and the
+    user modules it imports) name them; a helper that imports them at module level still verifies."""
+    kernel = ROOT / "tests" / "fixtures" / "numpy_submodules" / "kernel.py"
+    res = api.verify(str(kernel), str(kernel), seeds=1, timeout=LOADED)
+    assert res.correct and not res.problems, res.problems

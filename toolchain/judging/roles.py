@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import gc
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -129,7 +129,7 @@ def kernel_role(req: dict[str, Any], next_frame: Frames,
     kernel_path = req["kernel"]
     result = VerifyResult(kernel=kernel_path, task=req.get("task", ""), target=req.get("target") or "")
     runs: dict[str, Any] = {}
-    _preload(kernel_path)
+    _preload(kernel_path, search_path(req))
     guard.install(req.get("scratch_dir") or "/job/out", [])
     before = _fingerprint()
     try:
@@ -240,35 +240,56 @@ def _refuse_tampering(kernel_path: str) -> None:
                        SourceLocation(kernel_path, first.line, first.column))
 
 
-def preload_simulator() -> None:
+def preload_simulator(text: str | None = None) -> None:
     """Import the simulator, the shim and NumPy's lazily loaded submodules before the tripwire is armed: ``tasks``
     imports the simulator only where it runs (the reference role never does), NumPy loads ``numpy.random`` & co.
-    on first use, and those imports read frames, which the armed guard refuses."""
+    on first use, and those imports read frames, which the armed guard refuses.
+
+    ``text``: the source the process will load (``kernel_sources``); the submodules the simulator never uses
+    (``numpy.testing`` alone is 30 ms of a tracer's start) are imported only where it names them."""
     import importlib
+    import re
 
     from nki_agent.toolchain import shim  # noqa: F401
     from nki_agent.toolchain.sim import kernel  # noqa: F401
 
     for name in _LAZY_NUMPY:  # NumPy imports these on first use (nisa.dropout's np.random, a kernel's np.linalg)
+        word = name.rsplit(".", 1)[-1]
+        if name in _USER_ONLY_NUMPY and text is not None and not re.search(rf"\b{word}\b", text):
+            continue
         try:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - not in this NumPy: the kernel's own use will say so
             pass
 
 
+def kernel_sources(kernel_path: str, search_path: Sequence[str] = ()) -> str:
+    """The text of the kernel file and of the user's modules it imports (``jail_imports.closure``: what its jail
+    binds), each capped at 1 MiB: what a preload looks for names in."""
+    import os
+
+    from nki_agent.toolchain.isolation.jail_imports import closure
+
+    texts = []
+    for path in closure(kernel_path, [os.path.dirname(os.path.abspath(kernel_path)), *search_path]):
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                texts.append(f.read(1 << 20))
+        except OSError:
+            continue
+    return "\n".join(texts)
+
+
 _LAZY_NUMPY = ("numpy.random", "numpy.linalg", "numpy.fft", "numpy.polynomial", "numpy.ma", "numpy.testing",
                "numpy.lib.stride_tricks")
+_USER_ONLY_NUMPY = frozenset({"numpy.fft", "numpy.polynomial", "numpy.ma", "numpy.testing"})  # the simulator uses none
 
 
-def _preload(kernel_path: str) -> None:
+def _preload(kernel_path: str, search_path: Sequence[str] = ()) -> None:
     """Import what a kernel file may import that loads native code (the tripwire refuses ctypes later), the
     simulator and the cost model."""
-    preload_simulator()
-    try:
-        with open(kernel_path, encoding="utf-8", errors="replace") as f:
-            text = f.read(1 << 20)
-    except OSError:
-        return
+    text = kernel_sources(kernel_path, search_path)
+    preload_simulator(text)
     if "torch" in text:
         try:
             import torch  # noqa: F401

@@ -79,17 +79,13 @@ def traced(kernel: Any, task: Any, arrays: list[np.ndarray], n_inputs: int, targ
     return ProgramKernel(unpack(pack(program)))
 
 
-def _preload_torch(kernel_path: str) -> None:
-    """Import torch before the tripwire is armed when the kernel file mentions it (it loads native code); the
+def _preload_torch(kernel_path: str, search_path: Any = ()) -> None:
+    """Import torch before the tripwire is armed when the kernel's sources mention it (it loads native code); the
     cost model is not needed here: it runs in the executor. The simulator is (``roles.preload_simulator``)."""
-    from nki_agent.toolchain.judging.roles import preload_simulator
+    from nki_agent.toolchain.judging.roles import kernel_sources, preload_simulator
 
-    preload_simulator()
-    try:
-        with open(kernel_path, encoding="utf-8", errors="replace") as f:
-            text = f.read(1 << 20)
-    except OSError:
-        return
+    text = kernel_sources(kernel_path, search_path)
+    preload_simulator(text)
     if "torch" in text:
         try:
             import torch  # noqa: F401
@@ -108,7 +104,7 @@ def trace_role(req: dict[str, Any], next_frame: Frames, emit: Emit) -> tuple[dic
     kernel_path = req["kernel"]
     problems: list[Problem] = []
     traced = 0
-    _preload_torch(kernel_path)
+    _preload_torch(kernel_path, search_path(req))
     guard.install(req.get("scratch_dir") or "/job/out", [])
     try:
         _refuse_tampering(kernel_path)

@@ -1,18 +1,17 @@
 """Verification whose verdict is computed where kernel code never runs: the parent is the judge.
 
-``verify`` starts two jailed workers at once (``roles.py``): the reference role (task code) and the
-kernel role (kernel code; the task file — and any ``protect``-ed file — cannot be opened there, its
-bytecode cache is empty). The kernel worker loads the kernel while the reference runs; as each seed's
-reference arrives, the parent relays its arguments to the kernel worker (which runs seed k while the
-reference draws seed k + 1) and compares the outputs it returns with the expected ones here, with
-``verify``'s own functions. The expected outputs exist
-only in this process. A kernel that changes its inputs is caught by comparing, bit for bit, the
-arguments it returns with this process's own copy of what it sent (stronger than comparing hashes,
-and cheaper than SHA-256 over large inputs); the kernel process's own reports (problems, trace,
-"mutated", the store log that names the line of a first mismatch, the cost model's estimate of its first
-launch) are shown, never believed for the verdict. Besides seeds ``0..seeds-1``, ``hidden_seeds`` more
-are drawn here with ``secrets``: the reference worker draws them, the kernel worker sees only their
-position, and the result reports them without their values (``results.verify_result``). The result is ``protocol.VerifyResult``.
+On the simulator ``verify`` (and ``simulate``) runs three jailed workers (``_verify_traced``): the reference role
+(task code; it sends seed 0's shapes first, then each seed's arrays and expected outputs), the tracer (kernel
+code on placeholders: the task file — and any ``protect``-ed file — cannot be opened there, its bytecode cache
+is empty; it sees shapes and dtypes only) and the executor (no user code: the traced program on each seed's
+arrays; a warm one from ``isolation/standby.py`` when this process has one ready). A device role (and
+``traced=False``) runs the kernel on each seed in its own worker instead (``_relay``). The expected outputs
+exist only in this process; each seed is compared as its ``run`` frame arrives (``verdict.py``), input mutation
+detected bit for bit against this process's own copy of what it sent; the workers' own reports (problems,
+trace, "mutated", the store log that names the line of a first mismatch, the cost model's estimate) are
+shown, never believed for the verdict. Besides seeds ``0..seeds-1``, ``hidden_seeds`` more are drawn here with
+``secrets``: the reference worker draws them, the kernel's workers see only their position, and the result
+reports them without their values (``results.verify_result``). The result is ``protocol.VerifyResult``.
 """
 
 from __future__ import annotations
@@ -29,20 +28,11 @@ import numpy as np
 from nki_agent.toolchain.protocol import jobs as protocol
 from nki_agent.toolchain.isolation import sandbox, standby
 from nki_agent.toolchain.facts.errors import Problem, SourceLocation
+from nki_agent.toolchain.judging.verdict import Compared as _Compared, judge_runs as _judge
 
 OUTPUT_SLACK = 1 << 20  # bytes the kernel's reply may exceed 4x (expected outputs + inputs) by
 EARLY_REPLY_BYTES = 64 << 20  # the kernel worker's reply cap before the reference has answered
 TRACE_REPLY_BYTES = 256 << 20  # the tracer's reply: compressed programs (one per input signature) and problems
-
-
-def _same_bytes(a: np.ndarray | None, b: np.ndarray | None) -> bool:
-    """Bit-for-bit equality (NaN payloads included): the argument the parent sent vs what came back."""
-    if a is None or b is None:
-        return a is b
-    if a.dtype != b.dtype or a.shape != b.shape:
-        return False
-    return bool(np.array_equal(np.ascontiguousarray(a).reshape(-1).view(np.uint8),
-                               np.ascontiguousarray(b).reshape(-1).view(np.uint8)))
 
 
 def verify(kernel: str, task: str, seeds: int, target: str | None, kernel_name: str | None, timeout: float,
@@ -437,97 +427,3 @@ def _seed_plan(header: dict[str, Any], arrays: list[np.ndarray | None]) -> dict[
     return {"seed": int(header["seed"]), "inputs": n_in, "params": n_par,
             "reference_seconds": float(header["reference_seconds"]), "send": list(arrays[:n_in + n_par]),
             "expected": list(arrays[n_in + n_par:])}
-
-
-class _Compared:
-    """Each seed's comparison, made as its ``run`` frame arrives (the executor runs the next seed meanwhile):
-    only the last seed's is left when the reply comes. A frame that does not match its header is left for
-    ``_judge``, which rejects it."""
-
-    def __init__(self, settings: dict[str, Any] | None, plan: list[dict[str, Any]]) -> None:
-        from nki_agent.toolchain.judging.roles import _task_settings
-
-        self.task = _task_settings(settings) if isinstance(settings, dict) else None
-        self.plan = {s["seed"]: s for s in plan}
-        self.done: dict[int, Any] = {}
-
-    def add(self, seed: int, run: dict[str, Any], arrays: list[np.ndarray | None]) -> None:
-        from nki_agent.toolchain.judging.verify import _compare_all
-
-        s = self.plan.get(seed)
-        if self.task is None or s is None or seed in self.done:
-            return
-        try:
-            n_out, n_args = int(run["outputs"]), int(run["arguments"])
-        except (KeyError, TypeError, ValueError):
-            return
-        if n_out < 0 or n_args < 0 or n_out + n_args != len(arrays):
-            return
-        self.done[seed] = _compare_all(self.task, list(arrays[:n_out]), s["expected"], seed)
-
-    def get(self, seed: int, got: list[Any], expected: list[np.ndarray], task: Any) -> Any:
-        from nki_agent.toolchain.judging.verify import _compare_all
-
-        done = self.done.pop(seed, None)
-        return done if done is not None else _compare_all(task, got, expected, seed)
-
-
-def _judge(body: dict[str, Any], frames: dict[int, tuple[dict[str, Any], list[np.ndarray | None]]],
-           plan: list[dict[str, Any]], settings: dict[str, Any], kernel: str,
-           task: str, compared: _Compared | None = None) -> tuple[dict[str, Any], dict[int, int]]:
-    """Rebuild the verify result from the trusted plan and the kernel's ``run`` frames (``compared``: the
-    seeds already compared as they arrived); also the line of each seed's first mismatch, where the kernel's
-    store log names it (display only)."""
-    from nki_agent.toolchain.judging.roles import _task_settings
-    from nki_agent.toolchain.sim.stores import line_of
-    from nki_agent.toolchain.judging.verify import SeedResult, VerifyResult, _compare_all, mark_mutated, tolerance_for
-
-    res = body["result"]
-    problems = [Problem.from_dict(p) for p in res.get("problems", [])][:200]
-    out = VerifyResult(kernel=kernel, task=task, target=str(res.get("target", "")),
-                       generation=str(res.get("generation", "")), compiled=bool(res.get("compiled")),
-                       problems=problems, peak_sbuf_bytes=int(res.get("peak_sbuf_bytes", 0)),
-                       peak_psum_bytes=int(res.get("peak_psum_bytes", 0)), trace=list(res.get("trace", []))[:2000],
-                       estimate=res["estimate"] if isinstance(res.get("estimate"), dict) else None)
-    task_settings = _task_settings(settings)
-    lines: dict[int, int] = {}
-    trusted = {s["seed"]: s for s in plan}
-    claimed = {int(sd["seed"]): sd for sd in list(res.get("seeds", []))[: len(trusted)]}
-    for seed, s in trusted.items():
-        frame, sd = frames.get(seed), claimed.get(seed)
-        if frame is None or sd is None:  # the launch failed (its problem is reported) or the reply lies
-            if sd is not None:
-                out.seeds.append(SeedResult(seed=seed, correct=False, message=str(sd.get("message", ""))[:2000]))
-            continue
-        run, arrays = frame
-        n_out, n_args = int(run["outputs"]), int(run["arguments"])
-        if n_out < 0 or n_args < 0 or n_out + n_args != len(arrays):
-            raise ValueError(f"seed {seed}: the run frame does not match its header")
-        got, after = arrays[:n_out], arrays[n_out:]
-        r = (compared.get(seed, list(got), s["expected"], task_settings) if compared is not None
-             else _compare_all(task_settings, list(got), s["expected"], seed))
-        fm = r.first_mismatch
-        if fm is not None and 0 <= fm.output < len(got) and getattr(got[fm.output], "shape", None) == \
-                s["expected"][fm.output].shape:
-            line = line_of(run.get("stores"), fm.output, fm.index)
-            if line is not None:
-                lines[seed] = line
-        r.kernel_seconds, r.reference_seconds = float(sd.get("kernel_seconds", 0.0)), s["reference_seconds"]
-        mutated = [f"argument {i}" for i, (sent, a) in enumerate(zip(s["send"][: s["inputs"]], after))
-                   if not _same_bytes(sent, a)]
-        if len(after) < s["inputs"]:
-            mutated.append("(the kernel did not return its arguments)")
-        if mutated and not task_settings.allow_input_mutation:
-            named = [str(x) for x in run.get("mutated", [])] or mutated
-            mark_mutated(r, named)
-            if not any(p.code == "sim_input_mutated" for p in out.problems):
-                out.problems.append(Problem("sim_input_mutated", f"the kernel wrote into input argument(s) {named}; "
-                                            "outputs must be new tensors (set ALLOW_INPUT_MUTATION = True in the "
-                                            "task if intended)", location=SourceLocation(kernel, 1)))
-        out.seeds.append(r)
-        out.atol, out.rtol = tolerance_for(task_settings, [g for g in got if g is not None])
-    violated = any(p.code == "sim_sandbox_violation" and p.severity == "error" for p in out.problems)
-    out.correct = (out.compiled and len(out.seeds) == len(trusted) and all(x.correct for x in out.seeds)
-                   and not violated)
-    return out.as_dict(), lines
-

@@ -166,3 +166,21 @@ def test_a_forging_kernel_through_a_warm_executor_is_never_correct(name: str, mo
     cold = api.verify(kernel, task, seeds=2, hidden_seeds=1, timeout=LOADED)
     assert [p.code for p in warm.problems] == [p.code for p in cold.problems]
     assert [s.correct for s in warm.seeds] == [s.correct for s in cold.seeds]
+
+
+def test_a_spawn_that_fails_leaves_no_warm_worker_and_the_next_one_works(monkeypatch: pytest.MonkeyPatch) -> None:
+    job = _job()
+    real = sandbox.Worker.__init__
+
+    def broken(self: sandbox.Worker, *a: Any, **k: Any) -> None:
+        raise OSError("no more processes")
+
+    monkeypatch.setattr(sandbox.Worker, "__init__", broken)
+    standby.prepare(job, 40.0)  # returns: the spawning thread said it failed
+    assert standby.claim(job, 40.0) is None
+    monkeypatch.setattr(sandbox.Worker, "__init__", real)
+    standby.prepare(job, 40.0)
+    w = standby.claim(job, 40.0)
+    assert w is not None  # the same thread spawned this one
+    w.kill()
+    w.result()

@@ -31,6 +31,7 @@ from nki_agent.toolchain.isolation import sandbox
 ENV = "NKI_AGENT_WARM_WORKERS"
 IDLE = 300.0  # seconds a warm worker waits to be claimed before it is stopped
 REAP_EVERY = 10.0  # seconds between looks for warm workers past their idle time
+SPAWN_WAIT = 30.0  # seconds ``prepare`` waits for the spawning thread at most
 
 _Key = tuple[Any, ...]
 _lock = threading.Lock()
@@ -82,7 +83,7 @@ def prepare(job: sandbox.Job, timeout: float = sandbox.DEFAULT_TIMEOUT,
         _spawner()
     done = threading.Event()
     _requests.put((job, timeout, memory_bytes, key, done))
-    done.wait()
+    done.wait(SPAWN_WAIT)  # a spawn takes milliseconds; a stuck one costs the next job its warm start, no more
 
 
 def stop_all() -> None:
@@ -110,23 +111,30 @@ def _spawner() -> None:
 def _serve() -> None:
     while True:
         try:
-            job, timeout, memory_bytes, key, done = _requests.get(timeout=REAP_EVERY)
-        except queue.Empty:
-            _reap()
-            continue
-        try:
-            warm = replace(job, request=dict(job.request, warm=True))
-            w = sandbox.Worker(warm, timeout, memory_bytes, idle=IDLE)
-        except Exception:  # noqa: BLE001 - no warm worker: the next job starts its own, as without this module
-            w = None
-        finally:
-            done.set()
-        if w is not None:
-            with _lock:
-                old, _ready[key] = _ready.get(key), w
-            if old is not None:
-                _stop(old)
+            _serve_one()
+        except Exception:  # noqa: BLE001 - the thread must outlive any one spawn or reap (its children die with it)
+            pass
+
+
+def _serve_one() -> None:
+    try:
+        job, timeout, memory_bytes, key, done = _requests.get(timeout=REAP_EVERY)
+    except queue.Empty:
         _reap()
+        return
+    try:
+        warm = replace(job, request=dict(job.request, warm=True))
+        w: sandbox.Worker | None = sandbox.Worker(warm, timeout, memory_bytes, idle=IDLE)
+    except Exception:  # noqa: BLE001 - no warm worker: the next job starts its own, as without this module
+        w = None
+    finally:
+        done.set()
+    if w is not None:
+        with _lock:
+            old, _ready[key] = _ready.get(key), w
+        if old is not None:
+            _stop(old)
+    _reap()
 
 
 def _reap() -> None:

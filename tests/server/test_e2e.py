@@ -310,13 +310,16 @@ def _workers_of(pid: int, marker: bytes = b"nki_agent.toolchain.isolation.worker
 async def test_cancelling_verify_kills_the_sandboxed_worker(client: LanguageClient):
     path = FIXTURES / "hostile" / "infinite_loop.py"
     uri = open_doc(client, path)
+    server_pid = client._server.pid  # type: ignore[attr-defined]
+    before = set(_workers_of(server_pid))  # warm workers the server keeps for its next verification
     res = await client.workspace_execute_command_async(T.ExecuteCommandParams("nki.verify", [uri]))
     assert res["started"]
-    token = next(iter(client.progress_reports))
-    server_pid = client._server.pid  # type: ignore[attr-defined]
     loop = asyncio.get_running_loop()
     deadline = loop.time() + 30
-    before = set(_workers_of(server_pid))  # warm workers the server keeps for its next verification
+    while not client.progress_reports:  # the progress token may be created just after the command's answer
+        assert loop.time() < deadline, "no progress was reported"
+        await asyncio.sleep(0.05)
+    token = next(iter(client.progress_reports))
     while not set(_workers_of(server_pid)) - before:  # the verification is running in its workers
         assert loop.time() < deadline, "no worker started"
         await asyncio.sleep(0.05)

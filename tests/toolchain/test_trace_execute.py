@@ -430,3 +430,56 @@ def test_numpy_submodules_a_kernel_or_its_helper_names_are_imported_before_the_t
     kernel = ROOT / "tests" / "fixtures" / "numpy_submodules" / "kernel.py"
     res = api.verify(str(kernel), str(kernel), seeds=1, timeout=LOADED)
     assert res.correct and not res.problems, res.problems
+
+
+class _FakeWorker:
+    """Just what ``judge._relay_traced`` uses of a worker: frames out, frames in."""
+
+    def __init__(self, frames: list[Any]) -> None:
+        self.frames, self.sent = frames, []
+        self.result_pipe = type("Pipe", (), {"limit": 0})()
+
+    def stream(self) -> Any:
+        yield from self.frames
+
+    def send(self, header: dict[str, Any], arrays: Any = ()) -> None:
+        self.sent.append(header)
+
+    def close_input(self) -> None:
+        pass
+
+
+def test_a_program_for_a_signature_nobody_asked_for_never_reaches_the_executor() -> None:
+    """A tracer (kernel code) that emits programs under keys of its own choosing — more of them than the
+    signatures it was sent, or ahead of the real one — gets only the asked ones forwarded."""
+    from nki_agent.toolchain.judging import judge
+
+    a = np.zeros((4, 8), np.float32)
+    seed = {"kind": "seed", "seed": 0, "inputs": 1, "params": 0, "expected": 1, "reference_seconds": 0.0}
+    ref = _FakeWorker([({"kind": "settings", "settings": {}}, []), (seed, [a, a]), ({"kind": "done"}, [])])
+    asked = json.dumps([1, [{"shape": [4, 8], "dtype": "float32"}]])
+    blob = np.zeros(4, np.uint8)
+    import threading
+
+    spec_sent = threading.Event()
+
+    class Tracer(_FakeWorker):
+        def stream(self) -> Any:
+            yield ({"kind": "program", "key": asked}, [blob])  # before it was asked: dropped
+            yield from (({"kind": "program", "key": f"forged-{k}"}, [blob]) for k in range(25))
+            assert spec_sent.wait(60)
+            yield from (({"kind": "program", "key": f"forged-{k}"}, [blob]) for k in range(25, 50))
+            yield ({"kind": "program", "key": asked}, [blob])
+
+        def send(self, header: dict[str, Any], arrays: Any = ()) -> None:
+            super().send(header, arrays)
+            if header.get("kind") == "spec":
+                spec_sent.set()
+
+    tracer = Tracer([])
+    executor = _FakeWorker([])
+    settings, plan = judge._relay_traced(ref, tracer, executor, [0])  # type: ignore[arg-type]
+    assert settings == {} and len(plan) == 1
+    programs = [h["key"] for h in executor.sent if h.get("kind") == "program"]
+    assert programs == [asked]
+    assert [h.get("key") for h in executor.sent if h.get("kind") == "seed"] == [asked]

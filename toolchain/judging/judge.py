@@ -280,7 +280,7 @@ def _relay_traced(ref_w: sandbox.Worker, tr_w: sandbox.Worker, ex_w: sandbox.Wor
             if header.get("kind") != "program" or not isinstance(key, str) or len(arrays) != 1:
                 break
             with lock:
-                if key in ready:
+                if key in ready or key not in asked:  # a program nobody asked for never reaches the executor
                     continue
                 ex_w.send({"kind": "program", "key": key}, arrays)
                 ready.add(key)
@@ -288,11 +288,11 @@ def _relay_traced(ref_w: sandbox.Worker, tr_w: sandbox.Worker, ex_w: sandbox.Wor
                     send_seed(s)
                 waiting[:] = [w for w in waiting if w[0] != key]
 
+    asked: set[str] = set()  # the signatures the tracer was sent (each added before its spec frame goes out)
     forwarder = threading.Thread(target=forward_programs, name="nki-judge-programs", daemon=True)
     forwarder.start()
     settings: dict[str, Any] | None = None
     plan: list[dict[str, Any]] = []
-    asked: set[str] = set()
     try:
         for header, arrays in ref_w.stream():
             kind = header.get("kind")
